@@ -1,0 +1,650 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, embedsignature=True
+# distutils: language = c++
+"""Cython binding of the C++ class ``hixl::Hixl`` (one binding, two engines).
+
+Thin by design: each method parses its arguments into C values, makes one
+engine call with the GIL released, and turns a non-SUCCESS status into the
+matching :mod:`hixl_rma.errors` exception.
+"""
+
+from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
+                             PyObject_GetBuffer)
+from libc.stdint cimport int32_t, uint32_t, uint64_t, uintptr_t
+from libcpp cimport bool as cbool
+from libcpp.map cimport map as cmap
+from libcpp.string cimport string
+from libcpp.utility cimport pair
+from libcpp.vector cimport vector
+
+import os
+import warnings
+import weakref
+
+import numpy as np
+
+from .errors import (ALREADY_CONNECTED, FAILED, NOT_CONNECTED, NOTIFY_FAILED,
+                     PARAM_INVALID, PEER_FAILURE, RESOURCE_EXHAUSTED, SUCCESS,
+                     TIMEOUT, UNSUPPORTED, ParamError, error_for)
+
+cdef extern from "hixl/hixl.h" namespace "hixl" nogil:
+    ctypedef uint32_t Status
+    cdef cppclass AscendString:
+        AscendString()
+        AscendString(const char *)
+        AscendString(const char *, size_t)
+        const char *GetString()
+        size_t GetLength()
+    cdef enum MemType:
+        MEM_DEVICE
+        MEM_HOST
+    cdef enum TransferOp:
+        READ
+        WRITE
+    cdef struct MemDesc:
+        uintptr_t addr
+        size_t len
+    ctypedef void *CMemHandle "hixl::MemHandle"
+    cdef struct TransferOpDesc:
+        uintptr_t local_addr
+        uintptr_t remote_addr
+        size_t len
+    cdef struct TransferArgs:
+        pass
+    ctypedef void *TransferReq
+    cdef enum class TransferStatus:
+        WAITING
+        COMPLETED
+        TIMEOUT
+        FAILED
+    cdef struct NotifyDesc:
+        AscendString name
+        AscendString notify_msg
+    cdef cppclass Hixl:
+        Hixl() except +
+        Status Initialize(const AscendString &, const cmap[AscendString, AscendString] &)
+        void Finalize()
+        Status RegisterMem(const MemDesc &, MemType, CMemHandle &)
+        Status DeregisterMem(CMemHandle)
+        Status Connect(const AscendString &, int32_t)
+        Status Disconnect(const AscendString &, int32_t)
+        Status TransferSync(const AscendString &, TransferOp, const vector[TransferOpDesc] &, int32_t)
+        Status TransferAsync(const AscendString &, TransferOp, const vector[TransferOpDesc] &,
+                             const TransferArgs &, TransferReq &)
+        Status GetTransferStatus(const TransferReq &, TransferStatus &)
+        Status SendNotify(const AscendString &, const NotifyDesc &, int32_t)
+        Status GetNotifies(vector[NotifyDesc] &)
+
+cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
+    cdef enum class AtomicOp "hixl::ext::AtomicOp":
+        ADD
+        AND
+        OR
+        XOR
+        SWAP
+        CSWAP
+    cdef struct Stats:
+        uint64_t bytes_written, bytes_read, transfer_ops, direct_ops, atomic_ops
+        uint64_t notifies_sent, notifies_received, table_refreshes, regions, endpoints, accepted
+    cdef struct PeerStats:
+        uint64_t bytes_written, bytes_read, ops
+    Status AllocMem(Hixl &, size_t, MemType, CMemHandle &, void *&)
+    Status GetListenAddress(Hixl &, string &)
+    Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t)
+    Status Flush(Hixl &, const AscendString &, int32_t)
+    Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&)
+    Status GetStats(Hixl &, Stats &)
+    Status GetPeerStats(Hixl &, const AscendString &, PeerStats &)
+    string LastError() except +
+
+cdef extern from "_engine_compat.h" nogil:
+    int HIXL_RMA_HAS_EXT
+
+cdef extern from "_engine_compat.h" namespace "hixl_rma" nogil:
+    Status WaitTransfer(Hixl &, TransferReq, int32_t, TransferStatus &)
+    void FillDescs(vector[TransferOpDesc] &, const uint64_t *, size_t)
+
+
+# Constants of the Python surface (statuses come from hixl_rma.errors).
+MEM_HOST_ = MEM_HOST
+MEM_DEVICE_ = MEM_DEVICE
+globals().update(MEM_HOST=int(MEM_HOST), MEM_DEVICE=int(MEM_DEVICE), READ=int(READ), WRITE=int(WRITE))
+OPTION_JOB_TOKEN = "JobToken"
+OPTION_TIMEOUT_MS = "TimeoutMs"
+HAS_EXTENSIONS = bool(HIXL_RMA_HAS_EXT)
+TRANSFER_WAITING, TRANSFER_COMPLETED, TRANSFER_TIMEOUT, TRANSFER_FAILED = 0, 1, 2, 3
+del MEM_HOST_, MEM_DEVICE_
+
+
+def default_timeout_ms():
+    """Timeout of blocking calls: ``HIXL_RMA_TIMEOUT_MS`` or 30 000 ms."""
+    value = os.environ.get("HIXL_RMA_TIMEOUT_MS", "")
+    try:
+        ms = int(value) if value else 30000
+    except ValueError:
+        raise ParamError(f"HIXL_RMA_TIMEOUT_MS must be an integer number of milliseconds, got {value!r}")
+    if ms <= 0:
+        raise ParamError(f"HIXL_RMA_TIMEOUT_MS must be positive, got {ms}")
+    return ms
+
+
+cdef int32_t _timeout(object timeout_ms) except? -1:
+    if timeout_ms is None:
+        return default_timeout_ms()
+    if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, np.integer)):
+        raise ParamError(f"timeout_ms must be an int, got {type(timeout_ms).__name__}")
+    if timeout_ms < 0 or timeout_ms > 2**31 - 1:
+        raise ParamError(f"timeout_ms out of range: {timeout_ms}")
+    return <int32_t>timeout_ms
+
+
+cdef bytes _b(object s, str what):
+    if isinstance(s, bytes):
+        return s
+    if isinstance(s, str):
+        return (<str>s).encode()
+    raise ParamError(f"{what} must be str or bytes, got {type(s).__name__}")
+
+
+cdef inline int _check(Status st, str what) except -1:
+    if st != 0:
+        raise error_for(st, f"{what}: {LastError().decode(errors='replace')}")
+    return 0
+
+
+cdef uint64_t _u64(object v, str what) except? 0:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ParamError(f"{what} must be an int, got {type(v).__name__}")
+    v = int(v)
+    if v < -(1 << 63) or v >= (1 << 64):
+        raise ParamError(f"{what} {v} does not fit in 64 bits")
+    return <uint64_t>(v & 0xFFFFFFFFFFFFFFFF)
+
+
+cdef class MemHandle:
+    """A registered (or engine-allocated) region; keeps its buffer alive.
+
+    Engine-allocated regions export their memory through the buffer
+    protocol (``np.frombuffer(handle, ...)``).
+    """
+    cdef CMemHandle _h
+    cdef Py_buffer _view
+    cdef bint _has_view
+    cdef readonly Engine engine
+    cdef readonly uintptr_t addr
+    cdef readonly size_t length
+    cdef readonly int mem_type
+    cdef readonly bint allocated
+    cdef readonly object owner
+    cdef int _exports
+    cdef bint _pending_release
+    cdef Py_ssize_t _shape[1]
+    cdef Py_ssize_t _strides[1]
+    cdef object __weakref__
+
+    def __cinit__(self):
+        self._h = NULL
+        self._has_view = False
+        self._exports = 0
+
+    @property
+    def registered(self):
+        """True until deregistered (or the engine finalized)."""
+        return self._h != NULL and not self._pending_release
+
+    def __getbuffer__(self, Py_buffer *buffer, int flags):
+        if self._h == NULL or self._pending_release:
+            raise ParamError("memory handle is deregistered")
+        self._shape[0] = <Py_ssize_t>self.length
+        self._strides[0] = 1
+        buffer.buf = <void *>self.addr
+        buffer.obj = self
+        buffer.len = <Py_ssize_t>self.length
+        buffer.readonly = 0
+        buffer.itemsize = 1
+        buffer.format = "B"
+        buffer.ndim = 1
+        buffer.shape = self._shape
+        buffer.strides = self._strides
+        buffer.suboffsets = NULL
+        buffer.internal = NULL
+        self._exports += 1
+
+    def __releasebuffer__(self, Py_buffer *buffer):
+        self._exports -= 1
+        if self._exports == 0 and self._pending_release:
+            self._release()
+
+    cdef _release(self):
+        cdef Status st = 0
+        if self._h != NULL and self.engine is not None and self.engine._h != NULL:
+            with nogil:
+                st = self.engine._h.DeregisterMem(self._h)
+        self._h = NULL
+        self._pending_release = False
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+            self._has_view = False
+        self.owner = None
+        return st
+
+    cdef _forget(self):
+        # The engine finalized: its regions are gone with it.
+        self._h = NULL
+        self._pending_release = False
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+            self._has_view = False
+        self.owner = None
+
+    def __dealloc__(self):
+        if self._has_view:
+            PyBuffer_Release(&self._view)
+
+    def __repr__(self):
+        state = "registered" if self.registered else "deregistered"
+        kind = "allocated" if self.allocated else "registered"
+        return f"<hixl_rma.MemHandle {kind} addr={self.addr} length={self.length} {state}>"
+
+
+cdef class TransferRequest:
+    """An asynchronous transfer; ``status()`` polls, ``wait()`` blocks."""
+    cdef TransferReq _req
+    cdef readonly Engine engine
+    cdef object _keep
+    cdef int _final
+
+    def __cinit__(self):
+        self._req = NULL
+        self._final = TRANSFER_WAITING
+
+    def status(self):
+        """TRANSFER_WAITING, TRANSFER_COMPLETED or TRANSFER_FAILED (non-blocking)."""
+        cdef TransferStatus ts
+        cdef Status st
+        if self._req == NULL:
+            return self._final
+        self.engine._alive()
+        with nogil:
+            st = self.engine._h.GetTransferStatus(self._req, ts)
+        _check(st, "transfer status")
+        return self._settle(ts)
+
+    cdef int _settle(self, TransferStatus ts) except -1:
+        if ts != TransferStatus.WAITING:
+            self._req = NULL  # the engine released it
+            self._keep = None
+            self._final = TRANSFER_COMPLETED if ts == TransferStatus.COMPLETED else TRANSFER_FAILED
+            return self._final
+        return TRANSFER_WAITING
+
+    def wait(self, timeout_ms=None):
+        """Block until the transfer completed; raise if it failed or timed out."""
+        cdef TransferStatus ts = TransferStatus.WAITING
+        cdef Status st = 0
+        cdef int32_t t = _timeout(timeout_ms)
+        if self._req != NULL:
+            self.engine._alive()
+            with nogil:
+                st = WaitTransfer(self.engine._h[0], self._req, t, ts)
+            if st == TIMEOUT:
+                raise error_for(TIMEOUT, f"transfer did not complete within {t} ms")
+            _check(st, "transfer wait")
+            self._settle(ts)
+        if self._final == TRANSFER_FAILED:
+            raise error_for(FAILED, f"transfer failed: {LastError().decode(errors='replace')}")
+        return None
+
+    @property
+    def done(self):
+        return self._req == NULL
+
+
+cdef class Engine:
+    """One HIXL engine: ``Engine(local_engine="127.0.0.1:0", options=None)``.
+
+    Listens on ``local_engine`` (port 0 picks a free port; see ``address``).
+    """
+    cdef Hixl *_h
+    cdef readonly str address
+    cdef object _handles
+    cdef object __weakref__
+
+    def __cinit__(self, local_engine="127.0.0.1:0", options=None):
+        self._h = NULL
+        self._handles = weakref.WeakValueDictionary()
+        cdef cmap[AscendString, AscendString] opts
+        cdef bytes local = _b(local_engine, "local_engine")
+        cdef bytes k, v
+        if options is not None:
+            if not isinstance(options, dict):
+                raise ParamError(f"options must be a dict, got {type(options).__name__}")
+            for key, value in options.items():
+                k = _b(key, "option name")
+                v = _b(str(value) if isinstance(value, int) else value, "option value")
+                opts[AscendString(k, len(k))] = AscendString(v, len(v))
+        self._h = new Hixl()
+        cdef Status st
+        cdef AscendString cl = AscendString(local, len(local))
+        with nogil:
+            st = self._h.Initialize(cl, opts)
+        if st != 0:
+            msg = LastError().decode(errors="replace")
+            self._h.Finalize()
+            del self._h
+            self._h = NULL
+            raise error_for(st, f"Initialize({local_engine!r}): {msg}")
+        cdef string addr
+        if GetListenAddress(self._h[0], addr) == 0:
+            self.address = addr.decode()
+        else:
+            self.address = local.decode()
+
+    def __dealloc__(self):
+        if self._h != NULL:
+            # Finalize is local (no collective, no waiting on peers beyond a
+            # bounded flush), so a forgotten engine is still torn down.
+            self._h.Finalize()
+            del self._h
+            self._h = NULL
+
+    cdef int _alive(self) except -1:
+        if self._h == NULL:
+            raise ParamError("engine is finalized")
+        return 0
+
+    @property
+    def finalized(self):
+        return self._h == NULL
+
+    def finalize(self):
+        """Release every resource; idempotent."""
+        if self._h == NULL:
+            return
+        for h in list(self._handles.values()):
+            (<MemHandle>h)._forget()
+        with nogil:
+            self._h.Finalize()
+        del self._h
+        self._h = NULL
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.finalize()
+
+    def __repr__(self):
+        return f"<hixl_rma.Engine {self.address}{' finalized' if self._h == NULL else ''}>"
+
+    cdef MemHandle _new_handle(self, CMemHandle h, uintptr_t addr, size_t length, int mem_type, bint allocated):
+        cdef MemHandle mh = MemHandle.__new__(MemHandle)
+        mh._h = h
+        mh.engine = self
+        mh.addr = addr
+        mh.length = length
+        mh.mem_type = mem_type
+        mh.allocated = allocated
+        self._handles[<uintptr_t>h] = mh
+        return mh
+
+    cdef MemHandle _register(self, uintptr_t addr, size_t length, int mem_type):
+        cdef MemDesc desc
+        desc.addr = addr
+        desc.len = length
+        cdef CMemHandle h = NULL
+        cdef Status st
+        if mem_type != MEM_HOST and mem_type != MEM_DEVICE:
+            raise ParamError(f"mem_type must be MEM_HOST or MEM_DEVICE, got {mem_type}")
+        with nogil:
+            st = self._h.RegisterMem(desc, <MemType>mem_type, h)
+        _check(st, f"RegisterMem(addr={addr}, length={length})")
+        return self._new_handle(h, addr, length, mem_type, False)
+
+    def register_mem(self, buffer, int mem_type=MEM_HOST):
+        """Register a writable buffer-protocol object; the handle keeps it alive."""
+        self._alive()
+        cdef Py_buffer view
+        try:
+            PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
+        except (TypeError, BufferError) as exc:
+            raise ParamError(f"register_mem needs a writable contiguous buffer, got "
+                             f"{type(buffer).__name__}: {exc}") from None
+        cdef MemHandle mh
+        try:
+            mh = self._register(<uintptr_t>view.buf, <size_t>view.len, mem_type)
+        except BaseException:
+            PyBuffer_Release(&view)
+            raise
+        mh._view = view
+        mh._has_view = True
+        mh.owner = buffer
+        return mh
+
+    def register_mem_addr(self, uintptr_t addr, size_t length, int mem_type=MEM_HOST):
+        """Register raw memory; the caller keeps it alive until deregistered."""
+        self._alive()
+        return self._register(addr, length, mem_type)
+
+    def alloc_mem(self, size_t length):
+        """Allocate and register engine-owned memory that same-node peers can map."""
+        self._alive()
+        cdef CMemHandle h = NULL
+        cdef void *addr = NULL
+        cdef Status st
+        with nogil:
+            st = AllocMem(self._h[0], length, MEM_HOST, h, addr)
+        _check(st, f"AllocMem(length={length})")
+        return self._new_handle(h, <uintptr_t>addr, length, MEM_HOST, True)
+
+    def deregister_mem(self, MemHandle handle not None):
+        """Withdraw a region; peers lose access before this returns."""
+        self._alive()
+        if handle.engine is not self:
+            raise ParamError("memory handle belongs to another engine")
+        if handle._h == NULL or handle._pending_release:
+            raise ParamError(f"memory handle at addr={handle.addr} is already deregistered")
+        self._handles.pop(<uintptr_t>handle._h, None)
+        if handle._exports > 0:
+            # Views of engine memory are alive: unmap once the last one goes.
+            handle._pending_release = True
+            return
+        _check(handle._release(), "DeregisterMem")
+
+    def connect(self, remote, timeout_ms=None):
+        """Handshake with a listening engine (job token checked)."""
+        self._alive()
+        cdef bytes r = _b(remote, "remote")
+        cdef AscendString cr = AscendString(r, len(r))
+        cdef int32_t t = _timeout(timeout_ms)
+        cdef Status st
+        with nogil:
+            st = self._h.Connect(cr, t)
+        _check(st, f"Connect({remote!r})")
+
+    def disconnect(self, remote, timeout_ms=None):
+        """Flush and drop the connection to ``remote``."""
+        self._alive()
+        cdef bytes r = _b(remote, "remote")
+        cdef AscendString cr = AscendString(r, len(r))
+        cdef int32_t t = _timeout(timeout_ms)
+        cdef Status st
+        with nogil:
+            st = self._h.Disconnect(cr, t)
+        _check(st, f"Disconnect({remote!r})")
+
+    def transfer_sync(self, remote, int op, descs, timeout_ms=None):
+        """Move a batch of (local_addr, remote_addr, length) blocks; wait for remote completion."""
+        self._alive()
+        cdef vector[TransferOpDesc] v
+        _descs(descs, v)
+        cdef bytes r = _b(remote, "remote")
+        cdef AscendString cr = AscendString(r, len(r))
+        cdef int32_t t = _timeout(timeout_ms)
+        cdef Status st
+        if op != READ and op != WRITE:
+            raise ParamError(f"op must be READ or WRITE, got {op}")
+        with nogil:
+            st = self._h.TransferSync(cr, <TransferOp>op, v, t)
+        _check(st, f"TransferSync({remote!r}, {'READ' if op == READ else 'WRITE'}, {v.size()} blocks)")
+
+    def transfer_async(self, remote, int op, descs, keep=None):
+        """Post a batch; returns a TransferRequest (``keep`` is held until it completes)."""
+        self._alive()
+        cdef vector[TransferOpDesc] v
+        _descs(descs, v)
+        cdef bytes r = _b(remote, "remote")
+        cdef AscendString cr = AscendString(r, len(r))
+        cdef TransferArgs args
+        cdef TransferReq req = NULL
+        cdef Status st
+        if op != READ and op != WRITE:
+            raise ParamError(f"op must be READ or WRITE, got {op}")
+        with nogil:
+            st = self._h.TransferAsync(cr, <TransferOp>op, v, args, req)
+        _check(st, f"TransferAsync({remote!r}, {v.size()} blocks)")
+        cdef TransferRequest tr = TransferRequest.__new__(TransferRequest)
+        tr._req = req
+        tr.engine = self
+        tr._keep = keep
+        return tr
+
+    def send_notify(self, remote, name, msg=b"", timeout_ms=None):
+        """Deliver (name, msg) to ``remote`` after all earlier transfers to it completed."""
+        self._alive()
+        cdef bytes r = _b(remote, "remote"), n = _b(name, "name"), m = _b(msg, "msg")
+        cdef AscendString cr = AscendString(r, len(r))
+        cdef NotifyDesc nd
+        nd.name = AscendString(n, len(n))
+        nd.notify_msg = AscendString(m, len(m))
+        cdef int32_t t = _timeout(timeout_ms)
+        cdef Status st
+        with nogil:
+            st = self._h.SendNotify(cr, nd, t)
+        _check(st, f"SendNotify({remote!r})")
+
+    def get_notifies(self):
+        """Take the notifications received so far: a list of (name: str, msg: bytes)."""
+        self._alive()
+        cdef vector[NotifyDesc] v
+        cdef Status st
+        with nogil:
+            st = self._h.GetNotifies(v)
+        _check(st, "GetNotifies")
+        out = []
+        for i in range(v.size()):
+            out.append((v[i].name.GetString()[:v[i].name.GetLength()].decode(errors="surrogateescape"),
+                        v[i].notify_msg.GetString()[:v[i].notify_msg.GetLength()]))
+        return out
+
+    cdef uint64_t _atomic(self, remote, AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
+                          bint fetch, object timeout_ms) except? 0:
+        self._alive()
+        cdef bytes r = _b(remote, "remote")
+        cdef AscendString cr = AscendString(r, len(r))
+        cdef int32_t t = _timeout(timeout_ms)
+        cdef uint64_t result = 0
+        cdef Status st
+        with nogil:
+            st = Atomic(self._h[0], cr, op, addr, value, compare, &result if fetch else NULL, t)
+        _check(st, f"atomic at {remote!r} addr={addr}")
+        return result
+
+    def atomic_fetch_add(self, remote, uintptr_t remote_addr, value, timeout_ms=None):
+        """Atomically add ``value`` (mod 2**64) to the uint64 at remote_addr; return the old value."""
+        return self._atomic(remote, AtomicOp.ADD, remote_addr, _u64(value, "value"), 0, True, timeout_ms)
+
+    def atomic_cas(self, remote, uintptr_t remote_addr, compare, value, timeout_ms=None):
+        """Store ``value`` if the uint64 at remote_addr equals ``compare``; return the old value."""
+        return self._atomic(remote, AtomicOp.CSWAP, remote_addr, _u64(value, "value"),
+                            _u64(compare, "compare"), True, timeout_ms)
+
+    def atomic_swap(self, remote, uintptr_t remote_addr, value, timeout_ms=None):
+        """Store ``value`` at remote_addr; return the old value."""
+        return self._atomic(remote, AtomicOp.SWAP, remote_addr, _u64(value, "value"), 0, True, timeout_ms)
+
+    def atomic_fetch_op(self, remote, uintptr_t remote_addr, str op, value, timeout_ms=None):
+        """Fetching ADD/AND/OR/XOR/SWAP on a remote uint64; returns the old value."""
+        return self._atomic(remote, _atomic_op(op), remote_addr, _u64(value, "value"), 0, True, timeout_ms)
+
+    def atomic_post(self, remote, uintptr_t remote_addr, str op, value):
+        """Non-fetching ADD/AND/OR/XOR; completes with the next flush."""
+        cdef AtomicOp aop = _atomic_op(op)
+        if aop == AtomicOp.SWAP or aop == AtomicOp.CSWAP:
+            raise ParamError(f"atomic_post supports ADD, AND, OR, XOR, not {op}")
+        self._atomic(remote, aop, remote_addr, _u64(value, "value"), 0, False, None)
+
+    def flush(self, remote, timeout_ms=None):
+        """Remote completion of all work posted so far to ``remote``."""
+        self._alive()
+        cdef bytes r = _b(remote, "remote")
+        cdef AscendString cr = AscendString(r, len(r))
+        cdef int32_t t = _timeout(timeout_ms)
+        cdef Status st
+        with nogil:
+            st = Flush(self._h[0], cr, t)
+        _check(st, f"Flush({remote!r})")
+
+    def remote_ptr(self, remote, uintptr_t remote_addr, size_t length):
+        """Address in this process of a peer's mapped region (UnsupportedError if not mapped)."""
+        self._alive()
+        cdef bytes r = _b(remote, "remote")
+        cdef AscendString cr = AscendString(r, len(r))
+        cdef void *p = NULL
+        cdef Status st
+        with nogil:
+            st = RemotePtr(self._h[0], cr, remote_addr, length, p)
+        _check(st, f"RemotePtr({remote!r}, addr={remote_addr}, length={length})")
+        return <uintptr_t>p
+
+    def stats(self):
+        """Engine counters as a dict."""
+        self._alive()
+        cdef Stats s
+        _check(GetStats(self._h[0], s), "GetStats")
+        return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, transfer_ops=s.transfer_ops,
+                    direct_ops=s.direct_ops, atomic_ops=s.atomic_ops, notifies_sent=s.notifies_sent,
+                    notifies_received=s.notifies_received, table_refreshes=s.table_refreshes,
+                    regions=s.regions, endpoints=s.endpoints, accepted=s.accepted)
+
+    def peer_stats(self, remote):
+        """Counters of one peer as a dict."""
+        self._alive()
+        cdef bytes r = _b(remote, "remote")
+        cdef PeerStats s
+        _check(GetPeerStats(self._h[0], AscendString(r, len(r)), s), f"GetPeerStats({remote!r})")
+        return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops)
+
+
+cdef AtomicOp _atomic_op(str op) except *:
+    ops = {"ADD": AtomicOp.ADD, "AND": AtomicOp.AND, "OR": AtomicOp.OR, "XOR": AtomicOp.XOR,
+           "SWAP": AtomicOp.SWAP}
+    try:
+        return ops[op.upper()]
+    except KeyError:
+        raise ParamError(f"unknown atomic op {op!r}") from None
+
+
+cdef int _descs(object descs, vector[TransferOpDesc] &v) except -1:
+    cdef const uint64_t[:, ::1] a
+    if isinstance(descs, np.ndarray):
+        arr = descs
+        if arr.dtype != np.uint64:
+            if arr.dtype.kind not in "iu":
+                raise ParamError(f"descs must be an integer (n, 3) array, got dtype {arr.dtype}")
+            if arr.size and arr.min() < 0:
+                raise ParamError("descs hold a negative address or length")
+            arr = arr.astype(np.uint64)
+        arr = np.ascontiguousarray(arr)
+    else:
+        try:
+            arr = np.asarray(descs, dtype=np.uint64)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise ParamError(f"descs must be (local_addr, remote_addr, length) triples: {exc}") from None
+    if arr.size == 0:
+        arr = arr.reshape(0, 3)
+    if arr.ndim != 2 or arr.shape[1] != 3:
+        raise ParamError(f"descs must have shape (n, 3), got {arr.shape}")
+    a = arr
+    with nogil:
+        FillDescs(v, &a[0, 0] if a.shape[0] else NULL, a.shape[0])
+    return 0

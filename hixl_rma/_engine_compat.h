@@ -1,0 +1,71 @@
+// What the binding needs beyond hixl.h. The built-in engine provides it in
+// hixl_ext.h; against the vendor library (HIXL_VENDOR) each extension
+// answers UNSUPPORTED, so the Python layer can raise UnsupportedError with
+// the reason, and everything the vendor API covers keeps working.
+#ifndef HIXL_RMA_ENGINE_COMPAT_H
+#define HIXL_RMA_ENGINE_COMPAT_H
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "hixl/hixl.h"
+
+#ifndef HIXL_VENDOR
+#include "hixl/hixl_ext.h"
+#define HIXL_RMA_HAS_EXT 1
+#else
+#define HIXL_RMA_HAS_EXT 0
+namespace hixl {
+namespace ext {
+constexpr const char *OPTION_JOB_TOKEN = "JobToken";
+constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
+constexpr Status PEER_FAILURE = 503901U;
+enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
+struct Stats {
+  uint64_t bytes_written, bytes_read, transfer_ops, direct_ops, atomic_ops, notifies_sent, notifies_received,
+      table_refreshes, regions, endpoints, accepted;
+  uint8_t reserved[64];
+};
+struct PeerStats {
+  uint64_t bytes_written, bytes_read, ops;
+  uint8_t reserved[32];
+};
+inline Status AllocMem(Hixl &, size_t, MemType, MemHandle &, void *&) { return UNSUPPORTED; }
+inline Status GetListenAddress(Hixl &, std::string &) { return UNSUPPORTED; }
+inline Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t) {
+  return UNSUPPORTED;
+}
+inline Status Flush(Hixl &, const AscendString &, int32_t) { return UNSUPPORTED; }
+inline Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&) { return UNSUPPORTED; }
+inline Status GetStats(Hixl &, Stats &) { return UNSUPPORTED; }
+inline Status GetPeerStats(Hixl &, const AscendString &, PeerStats &) { return UNSUPPORTED; }
+inline std::string LastError() { return "vendor HIXL reports status codes only"; }
+}  // namespace ext
+}  // namespace hixl
+#endif
+
+namespace hixl_rma {
+
+/** Poll an async transfer to a terminal state, sleeping between polls. */
+inline hixl::Status WaitTransfer(hixl::Hixl &h, hixl::TransferReq req, int32_t timeout_ms,
+                                 hixl::TransferStatus &status) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  unsigned idle = 0;
+  for (;;) {
+    hixl::Status st = h.GetTransferStatus(req, status);
+    if (st != hixl::SUCCESS || status != hixl::TransferStatus::WAITING) return st;
+    if (std::chrono::steady_clock::now() >= deadline) return hixl::TIMEOUT;
+    if (++idle > 64) std::this_thread::sleep_for(std::chrono::microseconds(idle < 256 ? 5 : 100));
+  }
+}
+
+/** Build a descriptor vector from an (n, 3) uint64 array without the GIL. */
+inline void FillDescs(std::vector<hixl::TransferOpDesc> &v, const uint64_t *p, size_t n) {
+  v.resize(n);
+  for (size_t i = 0; i < n; ++i) v[i] = hixl::TransferOpDesc{p[3 * i], p[3 * i + 1], p[3 * i + 2]};
+}
+
+}  // namespace hixl_rma
+
+#endif  // HIXL_RMA_ENGINE_COMPAT_H

@@ -1,0 +1,193 @@
+// HixlImpl: the built-in engine behind the hixl::Hixl facade.
+//
+// Threads: the caller's threads post transfers and wait on them, progressing
+// the worker themselves; one progress thread sleeps on the worker's event fd
+// and on the control sockets, and serves handshakes, memory tables,
+// invalidations, notifies and whatever target-side work a transport needs.
+#ifndef HIXL_ENGINE_ENGINE_IMPL_H
+#define HIXL_ENGINE_ENGINE_IMPL_H
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hixl/hixl.h"
+#include "hixl/hixl_ext.h"
+#include "ucx_raii.h"
+#include "wire.h"
+
+namespace hixl {
+
+namespace engine {
+
+/** @brief A region this engine exposes to its peers. */
+struct LocalRegion {
+  uint64_t id;
+  MemType type;
+  bool allocated;  ///< UCX-allocated: same-node peers can map it
+  std::unique_ptr<MemMap> map;
+  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(map->address()); }
+  size_t len() const { return map->length(); }
+};
+
+/** @brief A peer's region as this engine knows it. */
+struct RemoteRegion {
+  uintptr_t addr;
+  size_t len;
+  uint32_t type;
+  std::shared_ptr<RemoteKey> rkey;
+  char *mapped;  ///< direct pointer to addr when the region is mapped here, else null
+};
+
+/** @brief An outgoing connection: UCX endpoint, control socket, peer memory table. */
+struct Peer {
+  std::string name;
+  uint64_t conn_id = 0;
+  int fd = -1;  ///< closed only by the progress thread (or at teardown)
+  ucp_ep_h ep = nullptr;
+  std::atomic<bool> dead{false};
+  std::atomic<bool> closing{false};
+  std::string death;  ///< why it died; written once before dead is set
+
+  std::shared_mutex table_mu;  ///< shared: transfers; exclusive: refresh, invalidation
+  std::vector<RemoteRegion> regions;               ///< sorted by addr
+  /// rkeys of withdrawn regions with the retire sequence number; a flush
+  /// started after a key was retired proves no operation still uses it
+  std::vector<std::pair<uint64_t, std::shared_ptr<RemoteKey>>> retired;
+  uint64_t retire_seq = 0;
+
+  std::mutex send_mu;  ///< serialises writers of fd
+  std::mutex resp_mu;
+  std::condition_variable resp_cv;
+  std::map<uint64_t, std::string> responses;
+
+  std::atomic<uint64_t> bytes_written{0}, bytes_read{0}, ops{0};
+  FrameReader reader;
+};
+
+/** @brief An incoming control connection (one per connected client). */
+struct Accepted {
+  uint64_t id;
+  int fd;
+  bool authed = false;
+  std::string client;
+  Clock::time_point since;
+  FrameReader reader;
+};
+
+/** @brief Collects the acks of one invalidation. */
+struct AckWait {
+  std::set<uint64_t> pending;  ///< accepted-connection ids yet to answer
+};
+
+}  // namespace engine
+
+class HixlImpl {
+ public:
+  HixlImpl() = default;
+  ~HixlImpl();
+
+  Status Initialize(const std::string &local, const std::map<AscendString, AscendString> &options);
+  void Finalize();
+  Status RegisterMem(const MemDesc &mem, MemType type, MemHandle &handle);
+  Status AllocMem(size_t len, MemType type, MemHandle &handle, void *&addr);
+  Status DeregisterMem(MemHandle handle);
+  Status Connect(const std::string &remote, int32_t timeout_ms);
+  Status Disconnect(const std::string &remote, int32_t timeout_ms);
+  Status TransferSync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                      int32_t timeout_ms);
+  Status TransferAsync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                       TransferReq &req);
+  Status GetTransferStatus(const TransferReq &req, TransferStatus &status);
+  Status SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms);
+  Status GetNotifies(std::vector<NotifyDesc> &notifies);
+  Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value,
+                uint64_t compare, uint64_t *result, int32_t timeout_ms);
+  Status Flush(const std::string &remote, int32_t timeout_ms);
+  Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr);
+  Status GetStats(ext::Stats &stats);
+  Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
+  const std::string &listen_address() const { return listen_address_; }
+  bool initialized() const { return worker_ != nullptr; }
+
+ private:
+  using PeerPtr = std::shared_ptr<engine::Peer>;
+  using Deadline = engine::Clock::time_point;
+
+  // control plane (engine_impl.cc)
+  void ProgressLoop();
+  void Wake();
+  void SignalProgress();
+  void AcceptAll();
+  void ServeAccepted(engine::Accepted &a);
+  bool HandleAcceptedFrame(engine::Accepted &a, const engine::FrameHeader &h, const std::string &payload);
+  void ServePeer(const PeerPtr &peer);
+  void HandlePeerFrame(const PeerPtr &peer, const engine::FrameHeader &h, const std::string &payload);
+  void CloseAccepted(uint64_t id);
+  void MarkDead(const PeerPtr &peer, const std::string &why);
+  void ClosePeerFd(engine::Peer &peer);
+  void RunPendingCloses();
+  std::string EncodeTable();
+  Status DecodeTable(engine::Peer &peer, engine::Cursor &c, std::vector<engine::RemoteRegion> &out);
+  Status RefreshTable(const PeerPtr &peer, Deadline deadline);
+  Status ControlRequest(const PeerPtr &peer, engine::Msg type, engine::Msg want, std::string &resp,
+                        Deadline deadline);
+  void TeardownPeer(const PeerPtr &peer, Deadline deadline);
+  static ucs_status_t OnNotify(void *arg, const void *header, size_t header_length, void *data,
+                               size_t length, const ucp_am_recv_param_t *param);
+
+  // data plane (transfer.cc)
+  Status LookupPeer(const std::string &remote, PeerPtr &peer);
+  Status Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc> &descs,
+                 std::vector<const engine::RemoteRegion *> &where, std::shared_lock<std::shared_mutex> &lock,
+                 Deadline deadline);
+  Status Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
+              Deadline deadline, bool &posted);
+  Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what);
+  void Retire(engine::Peer &peer, std::shared_ptr<engine::RemoteKey> key);
+  ucs_status_t PeerAbort(const engine::Peer &peer) const;
+  Status PeerError(const engine::Peer &peer, const char *what) const;
+
+  std::shared_ptr<engine::Context> context_;
+  std::shared_ptr<engine::Worker> worker_;
+  std::string token_;
+  int32_t default_timeout_ms_ = 30000;
+  std::string listen_address_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::thread progress_;
+  std::atomic<bool> running_{false};
+
+  std::mutex mu_;  ///< guards the maps below
+  std::map<std::string, PeerPtr> peers_;
+  std::map<uint64_t, PeerPtr> peer_by_conn_;
+  std::map<uint64_t, std::unique_ptr<engine::Accepted>> accepted_;
+  std::map<MemHandle, std::unique_ptr<engine::LocalRegion>> regions_;
+  std::map<uint64_t, std::shared_ptr<engine::AckWait>> ack_waits_;
+  std::vector<PeerPtr> pending_close_;
+  std::condition_variable ack_cv_;
+  uint64_t next_id_ = 16;  ///< ids < 16 are reserved for fixed fds in epoll
+
+  std::mutex notify_mu_;
+  std::deque<NotifyDesc> notifies_;
+
+  std::mutex progress_mu_;
+  std::condition_variable progress_cv_;
+  uint64_t progress_gen_ = 0;
+
+  std::atomic<uint64_t> bytes_written_{0}, bytes_read_{0}, transfer_ops_{0}, direct_ops_{0},
+      atomic_ops_{0}, notifies_sent_{0}, notifies_received_{0}, table_refreshes_{0};
+};
+
+}  // namespace hixl
+
+#endif  // HIXL_ENGINE_ENGINE_IMPL_H

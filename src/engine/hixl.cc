@@ -1,0 +1,115 @@
+// The public facade: hixl::Hixl forwards to HixlImpl; hixl::ext reaches the
+// same implementation for the extensions of hixl_ext.h.
+#include "hixl/hixl.h"
+
+#include "engine_impl.h"
+#include "hixl/hixl_ext.h"
+#include "status.h"
+
+namespace hixl {
+
+HixlImpl *ImplOf(Hixl &h) { return h.impl_.get(); }
+
+Hixl::Hixl() : impl_(new HixlImpl()) {}
+Hixl::~Hixl() = default;
+
+#define HIXL_FORWARD(call)     \
+  do {                         \
+    engine::ClearError();      \
+    return impl_->call;        \
+  } while (0)
+
+Status Hixl::Initialize(const AscendString &local_engine, const std::map<AscendString, AscendString> &options) {
+  HIXL_FORWARD(Initialize(local_engine.GetString(), options));
+}
+
+void Hixl::Finalize() { impl_->Finalize(); }
+
+Status Hixl::RegisterMem(const MemDesc &mem, MemType type, MemHandle &mem_handle) {
+  HIXL_FORWARD(RegisterMem(mem, type, mem_handle));
+}
+
+Status Hixl::DeregisterMem(MemHandle mem_handle) { HIXL_FORWARD(DeregisterMem(mem_handle)); }
+
+Status Hixl::Connect(const AscendString &remote_engine, int32_t timeout_in_millis) {
+  HIXL_FORWARD(Connect(remote_engine.GetString(), timeout_in_millis));
+}
+
+Status Hixl::Disconnect(const AscendString &remote_engine, int32_t timeout_in_millis) {
+  HIXL_FORWARD(Disconnect(remote_engine.GetString(), timeout_in_millis));
+}
+
+// The built-in engine connects in the caller's thread; ConnectAsync completes
+// the whole handshake before it returns, so the status is always final.
+Status Hixl::ConnectAsync(const AscendString &remote_engine, int32_t timeout_in_millis) {
+  HIXL_FORWARD(Connect(remote_engine.GetString(), timeout_in_millis));
+}
+
+Status Hixl::GetAsyncConnectStatus(const AscendString &remote_engine, ConnectStatus &status) {
+  engine::ClearError();
+  ext::PeerStats s;
+  status = impl_->GetPeerStats(remote_engine.GetString(), s) == SUCCESS ? ConnectStatus::COMPLETED
+                                                                         : ConnectStatus::FAILED;
+  return SUCCESS;
+}
+
+Status Hixl::TransferSync(const AscendString &remote_engine, TransferOp operation,
+                          const std::vector<TransferOpDesc> &op_descs, int32_t timeout_in_millis) {
+  HIXL_FORWARD(TransferSync(remote_engine.GetString(), operation, op_descs, timeout_in_millis));
+}
+
+Status Hixl::TransferAsync(const AscendString &remote_engine, TransferOp operation,
+                           const std::vector<TransferOpDesc> &op_descs, const TransferArgs &, TransferReq &req) {
+  HIXL_FORWARD(TransferAsync(remote_engine.GetString(), operation, op_descs, req));
+}
+
+Status Hixl::GetTransferStatus(const TransferReq &req, TransferStatus &status) {
+  HIXL_FORWARD(GetTransferStatus(req, status));
+}
+
+Status Hixl::SendNotify(const AscendString &remote_engine, const NotifyDesc &notify, int32_t timeout_in_millis) {
+  HIXL_FORWARD(SendNotify(remote_engine.GetString(), notify, timeout_in_millis));
+}
+
+Status Hixl::GetNotifies(std::vector<NotifyDesc> &notifies) { HIXL_FORWARD(GetNotifies(notifies)); }
+
+namespace ext {
+
+#define HIXL_EXT_FORWARD(engine_ref, call) \
+  do {                                     \
+    hixl::engine::ClearError();            \
+    return ImplOf(engine_ref)->call;       \
+  } while (0)
+
+Status AllocMem(Hixl &e, size_t len, MemType type, MemHandle &handle, void *&addr) {
+  HIXL_EXT_FORWARD(e, AllocMem(len, type, handle, addr));
+}
+
+Status GetListenAddress(Hixl &e, std::string &address) {
+  address = ImplOf(e)->listen_address();
+  return ImplOf(e)->initialized() ? SUCCESS : engine::Fail(FAILED, "engine is not initialized");
+}
+
+Status Atomic(Hixl &e, const AscendString &remote, AtomicOp op, uintptr_t remote_addr, uint64_t value,
+              uint64_t compare, uint64_t *result, int32_t timeout_in_millis) {
+  HIXL_EXT_FORWARD(e, Atomic(remote.GetString(), op, remote_addr, value, compare, result, timeout_in_millis));
+}
+
+Status Flush(Hixl &e, const AscendString &remote, int32_t timeout_in_millis) {
+  HIXL_EXT_FORWARD(e, Flush(remote.GetString(), timeout_in_millis));
+}
+
+Status RemotePtr(Hixl &e, const AscendString &remote, uintptr_t remote_addr, size_t len, void *&ptr) {
+  HIXL_EXT_FORWARD(e, RemotePtr(remote.GetString(), remote_addr, len, ptr));
+}
+
+Status GetStats(Hixl &e, Stats &stats) { HIXL_EXT_FORWARD(e, GetStats(stats)); }
+
+Status GetPeerStats(Hixl &e, const AscendString &remote, PeerStats &stats) {
+  HIXL_EXT_FORWARD(e, GetPeerStats(remote.GetString(), stats));
+}
+
+std::string LastError() { return engine::LastErrorText(); }
+
+}  // namespace ext
+}  // namespace hixl

@@ -1,0 +1,60 @@
+// Inline part of ucx_raii.h: the wait loop shared by every blocking call.
+#ifndef HIXL_ENGINE_UCX_RAII_INL_H
+#define HIXL_ENGINE_UCX_RAII_INL_H
+
+#include <time.h>
+
+namespace hixl {
+namespace engine {
+
+/** @brief Sleep a little; the step grows so long waits cost almost no CPU. */
+inline void BackoffSleep(unsigned &idle) {
+  if (idle < 64) {
+    ++idle;
+    return;  // spin: completions over shared memory come within microseconds
+  }
+  long ns = idle < 256 ? 5000L : (idle < 1024 ? 50000L : 500000L);
+  ++idle;
+  timespec ts{0, ns};
+  nanosleep(&ts, nullptr);
+}
+
+/** @brief Start a flush of every operation posted to ep (nbx needs a param). */
+inline void *FlushEp(ucp_ep_h ep) {
+  ucp_request_param_t param;
+  param.op_attr_mask = 0;
+  return ucp_ep_flush_nbx(ep, &param);
+}
+
+template <typename Abort>
+ucs_status_t WaitRequest(ucp_worker_h w, void *req, std::chrono::steady_clock::time_point deadline,
+                         Abort &&abort) {
+  if (req == nullptr) return UCS_OK;
+  if (UCS_PTR_IS_ERR(req)) return UCS_PTR_STATUS(req);
+  unsigned idle = 0;
+  ucs_status_t st;
+  while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) {
+    if (ucp_worker_progress(w) != 0) {
+      idle = 0;
+      continue;
+    }
+    ucs_status_t a = abort();
+    if (a != UCS_OK) {
+      // The request may still complete later; UCX releases it then.
+      ucp_request_free(req);
+      return a;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      ucp_request_free(req);
+      return UCS_ERR_TIMED_OUT;
+    }
+    BackoffSleep(idle);
+  }
+  ucp_request_free(req);
+  return st;
+}
+
+}  // namespace engine
+}  // namespace hixl
+
+#endif  // HIXL_ENGINE_UCX_RAII_INL_H

@@ -1,0 +1,96 @@
+/**
+ * @file hixl_ext.h
+ * @brief Extensions of the built-in engine that vendor HIXL does not have.
+ *
+ * Kept out of hixl.h so that a build against the vendor header simply lacks
+ * them: engine-allocated (shared, mappable) memory, 64-bit remote atomics,
+ * per-peer flush, direct pointers to mapped peer memory, counters, and the
+ * detailed message of the last failure.
+ */
+#ifndef HIXL_HIXL_EXT_H
+#define HIXL_HIXL_EXT_H
+
+#include <cstdint>
+#include <string>
+
+#include "hixl/hixl.h"
+
+namespace hixl {
+namespace ext {
+
+/** @brief Option carrying the job token; both ends of a connection must agree. */
+constexpr const char *OPTION_JOB_TOKEN = "JobToken";
+/** @brief Option: default timeout (ms) of internal waits (handshake, invalidation). */
+constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
+
+/** @brief The peer died or dropped its control connection (our code). */
+constexpr Status PEER_FAILURE = 503901U;
+
+/** @brief 64-bit atomic operations on remote memory. */
+enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
+
+/** @brief Engine-wide counters. */
+struct Stats {
+  uint64_t bytes_written;
+  uint64_t bytes_read;
+  uint64_t transfer_ops;     ///< blocks moved
+  uint64_t direct_ops;       ///< blocks moved by memcpy through a mapped peer region
+  uint64_t atomic_ops;
+  uint64_t notifies_sent;
+  uint64_t notifies_received;
+  uint64_t table_refreshes;  ///< peer memory tables fetched again after a miss
+  uint64_t regions;          ///< local regions registered now
+  uint64_t endpoints;        ///< outgoing connections now
+  uint64_t accepted;         ///< incoming authenticated connections now
+  uint8_t reserved[64];
+};
+
+/** @brief Per-peer counters. */
+struct PeerStats {
+  uint64_t bytes_written;
+  uint64_t bytes_read;
+  uint64_t ops;
+  uint8_t reserved[32];
+};
+
+/**
+ * @brief Allocate and register memory owned by the engine (UCX-allocated,
+ *        shared-memory backed) so same-node peers can map it directly.
+ */
+Status AllocMem(Hixl &engine, size_t len, MemType type, MemHandle &handle, void *&addr);
+
+/** @brief The "ip:port" this engine listens on (the chosen port when 0 was asked). */
+Status GetListenAddress(Hixl &engine, std::string &address);
+
+/**
+ * @brief One 64-bit atomic on remote_addr (8-byte aligned, registered).
+ * @param result old value when non-null (the call then waits); when null the
+ *        operation is only posted and completes with the next Flush.
+ * @param compare the expected value for CSWAP.
+ */
+Status Atomic(Hixl &engine, const AscendString &remote_engine, AtomicOp op, uintptr_t remote_addr,
+              uint64_t value, uint64_t compare, uint64_t *result, int32_t timeout_in_millis);
+
+/** @brief Remote completion of all work posted so far to one peer. */
+Status Flush(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in_millis);
+
+/**
+ * @brief Direct pointer to [remote_addr, remote_addr + len) of a peer when
+ *        that region is mapped into this process; UNSUPPORTED otherwise.
+ */
+Status RemotePtr(Hixl &engine, const AscendString &remote_engine, uintptr_t remote_addr,
+                 size_t len, void *&ptr);
+
+/** @brief Engine-wide counters. */
+Status GetStats(Hixl &engine, Stats &stats);
+
+/** @brief Counters of one peer. */
+Status GetPeerStats(Hixl &engine, const AscendString &remote_engine, PeerStats &stats);
+
+/** @brief Detailed text of the last failure in this thread (UCX's message kept). */
+std::string LastError();
+
+}  // namespace ext
+}  // namespace hixl
+
+#endif  // HIXL_HIXL_EXT_H

@@ -14,3 +14,8 @@ from .errors import (  # noqa: E402
     ResourceError, UnsupportedError)
 
 __version__ = "0.1.0"
+from .comm import Communicator  # noqa: E402
+from .constants import *  # noqa: E402,F401,F403
+from .request import Request  # noqa: E402
+from .runtime import Finalize, Init, Is_initialized  # noqa: E402
+from .win import Win  # noqa: E402

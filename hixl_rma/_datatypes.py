@@ -456,7 +456,9 @@ def _device_span(buf, name):
         expect = dtype.itemsize
         for n, s in zip(reversed(shape), reversed(strides)):
             if n > 1 and s != expect:
-                raise ParamError(f"{name} is a non-contiguous device array, which is not supported")
+                raise ParamError(
+                    f"{name} is a non-contiguous device array, which is not supported"
+                )
             expect *= n
     address, readonly = cai["data"]
     return address, math.prod(shape) * dtype.itemsize, bool(readonly), dtype
@@ -585,11 +587,13 @@ def as_buffer(spec, *, writable, name="origin", allow_device=False):
         if writable and not arr.flags.c_contiguous and any(
             s == 0 and n > 1 for n, s in zip(arr.shape, arr.strides)
         ):
-            raise ParamError(f"{name} has overlapping elements (a zero stride) and cannot receive data")
+            raise ParamError(
+                f"{name} has overlapping elements (a zero stride) and cannot receive data"
+            )
         size = arr.nbytes
         if count is not None:
             if count > arr.size:
-                raise _too_small(name, nbytes, count, datatype if tm else arr.dtype,
+                raise _too_small(name, nbytes, count, arr.dtype if tm is None else datatype,
                                  count * arr.itemsize)
             size = count * arr.itemsize
             blocks = _truncate(blocks, size)

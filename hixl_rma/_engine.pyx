@@ -90,6 +90,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     Status AllocMem(Hixl &, size_t, MemType, CMemHandle &, void *&)
     Status GetListenAddress(Hixl &, string &)
     Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t)
+    Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &)
     Status Flush(Hixl &, const AscendString &, int32_t)
     Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&)
     Status GetStats(Hixl &, Stats &)
@@ -487,6 +488,23 @@ cdef class Engine:
             st = self._h.TransferSync(cr, <TransferOp>op, v, t)
         _check(st, f"TransferSync({remote!r}, {'READ' if op == READ else 'WRITE'}, {v.size()} blocks)")
 
+    def post(self, remote, int op, descs):
+        """Start a batch without waiting; ``flush(remote)`` completes it."""
+        self._alive()
+        cdef vector[TransferOpDesc] v
+        _descs(descs, v)
+        _post(self, remote, op, v)
+
+    def post1(self, remote, int op, uintptr_t local_addr, uintptr_t remote_addr, size_t length):
+        """``post`` of one block, without building a descriptor array."""
+        self._alive()
+        cdef vector[TransferOpDesc] v
+        v.resize(1)
+        v[0].local_addr = local_addr
+        v[0].remote_addr = remote_addr
+        v[0].len = length
+        _post(self, remote, op, v)
+
     def transfer_async(self, remote, int op, descs, keep=None):
         """Post a batch; returns a TransferRequest (``keep`` is held until it completes)."""
         self._alive()
@@ -613,6 +631,18 @@ cdef class Engine:
         cdef PeerStats s
         _check(GetPeerStats(self._h[0], AscendString(r, len(r)), s), f"GetPeerStats({remote!r})")
         return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops)
+
+
+cdef int _post(Engine self, remote, int op, vector[TransferOpDesc] &v) except -1:
+    cdef bytes r = _b(remote, "remote")
+    cdef AscendString cr = AscendString(r, len(r))
+    cdef Status st
+    if op != READ and op != WRITE:
+        raise ParamError(f"op must be READ or WRITE, got {op}")
+    with nogil:
+        st = TransferPost(self._h[0], cr, <TransferOp>op, v)
+    _check(st, f"TransferPost({remote!r}, {v.size()} blocks)")
+    return 0
 
 
 cdef AtomicOp _atomic_op(str op) except *:

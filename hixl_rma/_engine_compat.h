@@ -36,6 +36,9 @@ inline Status GetListenAddress(Hixl &, std::string &) { return UNSUPPORTED; }
 inline Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t) {
   return UNSUPPORTED;
 }
+inline Status TransferPost(Hixl &, const AscendString &, TransferOp, const std::vector<TransferOpDesc> &) {
+  return UNSUPPORTED;
+}
 inline Status Flush(Hixl &, const AscendString &, int32_t) { return UNSUPPORTED; }
 inline Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&) { return UNSUPPORTED; }
 inline Status GetStats(Hixl &, Stats &) { return UNSUPPORTED; }

@@ -1,0 +1,93 @@
+"""Communicator: an mpi4py intracommunicator whose ranks map to engines."""
+from mpi4py import MPI
+
+from . import runtime as _rt
+from .errors import ParamError
+
+
+class Communicator:
+    """Wraps an mpi4py intracommunicator (COMM_WORLD, Split results, ...).
+
+    Translates its ranks to world ranks, whose engines are connected on
+    first use.
+    """
+
+    def __init__(self, comm=None):
+        st = _rt.runtime()
+        if comm is None:
+            comm = st.world
+        elif isinstance(comm, Communicator):
+            comm = comm.comm
+        if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
+            raise ParamError(f"comm must be an mpi4py intracommunicator or a hixl_rma.Communicator, "
+                             f"got {type(comm).__name__}")
+        if comm.Is_inter():
+            raise ParamError("comm must be an intracommunicator, not an intercommunicator")
+        self.comm = comm
+        self.rank = comm.Get_rank()
+        self.size = comm.Get_size()
+        group = comm.Get_group()
+        try:
+            self.world_ranks = MPI.Group.Translate_ranks(group, list(range(self.size)),
+                                                         st.world.Get_group())
+        finally:
+            group.Free()
+
+    def Get_rank(self):
+        """This process's rank in the communicator."""
+        return self.rank
+
+    def Get_size(self):
+        """Number of ranks in the communicator."""
+        return self.size
+
+    def check_rank(self, rank, what):
+        """Validate a rank argument; returns it as an int."""
+        if isinstance(rank, bool) or not isinstance(rank, int):
+            try:
+                import numpy as np
+                if isinstance(rank, np.integer):
+                    rank = int(rank)
+                else:
+                    raise TypeError
+            except TypeError:
+                raise ParamError(f"{what}: rank must be an int, got {type(rank).__name__}") from None
+        if not 0 <= rank < self.size:
+            raise ParamError(f"{what}: rank {rank} is out of range for a communicator of {self.size} ranks")
+        return rank
+
+    def address(self, rank):
+        """Engine address of ``rank`` (connected on first use)."""
+        return _rt.runtime().connect(self.world_ranks[rank])
+
+    def group_ranks(self, group, what):
+        """Ranks of this communicator named by an mpi4py Group or a rank list."""
+        if isinstance(group, MPI.Group):
+            mine = self.comm.Get_group()
+            try:
+                ranks = MPI.Group.Translate_ranks(group, list(range(group.Get_size())), mine)
+            finally:
+                mine.Free()
+            if any(r == MPI.UNDEFINED for r in ranks):
+                raise ParamError(f"{what}: the group has ranks outside the window's communicator")
+            return list(ranks)
+        try:
+            ranks = [self.check_rank(r, what) for r in group]
+        except TypeError:
+            raise ParamError(f"{what}: group must be an mpi4py Group or a list of ranks, "
+                             f"got {type(group).__name__}") from None
+        if len(set(ranks)) != len(ranks):
+            raise ParamError(f"{what}: group lists a rank twice: {ranks}")
+        return ranks
+
+    def Barrier(self):
+        """A barrier with the runtime's timeout (no busy spinning)."""
+        _rt.barrier(self.comm, _rt.runtime().timeout_ms)
+
+    def __repr__(self):
+        return f"<hixl_rma.Communicator rank {self.rank} of {self.size}>"
+
+
+def as_communicator(comm):
+    """A Communicator for an mpi4py communicator, Communicator or None (world)."""
+    return comm if isinstance(comm, Communicator) else Communicator(comm)

@@ -1,0 +1,195 @@
+"""The process-wide runtime: MPI bootstrap, this rank's engine, the job
+token, the world's engine addresses, lazy connections and notify routing.
+
+``Init()`` is idempotent and implied by first use; ``Finalize()`` tears
+everything down, and an atexit hook does it (locally, without collectives)
+if the user forgets.
+"""
+import atexit
+import collections
+import os
+import secrets
+import socket
+import threading
+import time
+
+from . import _engine
+from .errors import ALREADY_CONNECTED, HixlError, HixlTimeoutError
+
+_lock = threading.RLock()
+_state = None
+
+
+class _Runtime:
+    """Everything Init() sets up, torn down by Finalize()."""
+
+    def __init__(self):
+        from mpi4py import MPI
+
+        self.MPI = MPI
+        self.world = MPI.COMM_WORLD
+        self.rank = self.world.Get_rank()
+        self.size = self.world.Get_size()
+        token = secrets.token_hex(16) if self.rank == 0 else None
+        token = self.world.bcast(token, root=0)
+        self.timeout_ms = _engine.default_timeout_ms()
+        host = _local_host()
+        self.engine = _engine.Engine(
+            f"{host}:0",
+            {_engine.OPTION_JOB_TOKEN: token, _engine.OPTION_TIMEOUT_MS: str(self.timeout_ms)})
+        self.addresses = self.world.allgather(self.engine.address)
+        self.connected = set()
+        self.notify_queues = collections.defaultdict(collections.deque)
+        self.next_window_id = 0
+        self.windows = set()  # live windows (weak use: Free removes them)
+
+    def connect(self, world_rank):
+        """The engine address of world_rank, connecting on first use."""
+        addr = self.addresses[world_rank]
+        if world_rank not in self.connected:
+            try:
+                self.engine.connect(addr, self.timeout_ms)
+            except HixlError as exc:
+                if exc.status != ALREADY_CONNECTED:
+                    raise
+            self.connected.add(world_rank)
+        return addr
+
+    def poll_notifies(self):
+        """Move engine notifications into their (window, kind) queues."""
+        for name, msg in self.engine.get_notifies():
+            key, _, src = name.rpartition("/")
+            try:
+                self.notify_queues[key].append((int(src), msg))
+            except ValueError:
+                continue  # not ours: ignore a malformed name
+
+    def finalize(self):
+        self.engine.finalize()
+
+
+def _local_host():
+    """The address this rank's engine listens on.
+
+    HIXL_RMA_HOST wins; otherwise the address the host name resolves to,
+    and loopback when that is not usable (all ranks on one machine).
+    """
+    host = os.environ.get("HIXL_RMA_HOST")
+    if host:
+        return host
+    try:
+        addr = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+    if addr.startswith("127."):
+        return "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((addr, 0))
+    except OSError:
+        return "127.0.0.1"
+    return addr
+
+
+def Init():
+    """Initialize MPI (through mpi4py) and this rank's engine; idempotent."""
+    global _state
+    with _lock:
+        if _state is None:
+            _state = _Runtime()
+        return _state
+
+
+def runtime():
+    """The runtime, initializing it on first use."""
+    return _state if _state is not None else Init()
+
+
+def Is_initialized():
+    """True between Init() and Finalize()."""
+    return _state is not None
+
+
+def Finalize():
+    """Free what is left and stop the engine (collective over COMM_WORLD)."""
+    global _state
+    with _lock:
+        st = _state
+        if st is None:
+            return
+        for win in list(st.windows):
+            win._teardown_local()
+        if not st.MPI.Is_finalized():
+            barrier(st.world, st.timeout_ms)
+        st.finalize()
+        _state = None
+
+
+@atexit.register
+def _finalize_at_exit():
+    # No collectives here: peers may already be gone.
+    global _state
+    with _lock:
+        st = _state
+        if st is None:
+            return
+        for win in list(st.windows):
+            win._teardown_local()
+        st.finalize()
+        _state = None
+
+
+def sleep_backoff(idle):
+    """Back off in a wait loop: spin briefly, then sleep in growing steps."""
+    if idle < 32:
+        return
+    time.sleep(5e-6 if idle < 256 else (1e-4 if idle < 2048 else 1e-3))
+
+
+def barrier(comm, timeout_ms):
+    """A barrier that neither spins a core nor waits forever."""
+    if comm.Get_size() == 1:
+        return
+    req = comm.Ibarrier()
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    idle = 0
+    while not req.Test():
+        idle += 1
+        if idle % 64 == 0 and time.monotonic() > deadline:
+            raise HixlTimeoutError(
+                f"barrier on a communicator of {comm.Get_size()} ranks did not complete within "
+                f"{timeout_ms} ms (a peer is dead or not calling the collective)")
+        sleep_backoff(idle)
+
+
+def wait_notifies(key, sources, timeout_ms, what):
+    """Take one notification from each rank in ``sources`` (a multiset) on key."""
+    st = runtime()
+    need = collections.Counter(sources)
+    got = []
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    idle = 0
+    q = st.notify_queues[key]
+    while True:
+        for _ in range(len(q)):
+            src, msg = q.popleft()
+            if need[src] > 0:
+                need[src] -= 1
+                got.append((src, msg))
+            else:
+                q.append((src, msg))
+        if not +need:
+            return got
+        st.poll_notifies()
+        if q:
+            idle = 0
+            continue
+        idle += 1
+        if idle % 64 == 0 and time.monotonic() > deadline:
+            missing = sorted((+need).elements())
+            raise HixlTimeoutError(f"{what}: no notification from world rank(s) {missing} "
+                                   f"within {timeout_ms} ms")
+        sleep_backoff(idle)
+
+
+__all__ = ["Init", "Finalize", "Is_initialized", "runtime", "barrier", "wait_notifies"]

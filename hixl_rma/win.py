@@ -1,0 +1,510 @@
+"""hixl_rma.Win: mpi4py's ``MPI.Win`` on a HIXL engine.
+
+One file per concern, as Open MPI's osc/ucx: this one holds window
+creation, metadata and the communication calls; ``epochs.py`` the
+synchronization state machine (fence, PSCW, passive target).
+"""
+import ctypes
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _engine
+from . import constants as C
+from . import runtime as _rt
+from ._datatypes import as_buffer, target_blocks
+from .comm import as_communicator
+from .epochs import EpochMixin
+from .errors import AccessError, BoundsError, ParamError, UnsupportedError
+from .request import Request
+
+# Per-window, per-rank control block (engine-allocated so same-node peers
+# map it and its atomics need no target CPU). Offsets in bytes.
+CTRL_LOCK = 0        # reader-writer lock word: LOCK_EXCL bit | shared count
+CTRL_ACC = 8         # accumulate lock (0 free, else owner world rank + 1)
+CTRL_DYN_SEQ = 64    # seqlock over the dynamic-window region table
+CTRL_DYN_COUNT = 72
+CTRL_DYN_TABLE = 80  # (addr, len) uint64 pairs of attached regions
+CTRL_SIZE = 4096
+DYN_MAX = (CTRL_SIZE - CTRL_DYN_TABLE) // 16
+
+_READ, _WRITE = _engine.READ, _engine.WRITE
+
+
+def _info_dict(info):
+    """mpi4py Info, INFO_NULL, None or a dict -> dict of str."""
+    if info is None or info == MPI.INFO_NULL:
+        return {}
+    if isinstance(info, dict):
+        return {str(k): str(v) for k, v in info.items()}
+    if isinstance(info, MPI.Info):
+        return {k: info.Get(k) for k in info.keys()}
+    raise ParamError(f"info must be an mpi4py Info, INFO_NULL, None or a dict, got {type(info).__name__}")
+
+
+def _check_disp_unit(disp_unit):
+    if isinstance(disp_unit, bool) or not isinstance(disp_unit, (int, np.integer)) or disp_unit <= 0:
+        raise ParamError(f"disp_unit must be a positive int, got {disp_unit!r}")
+    return int(disp_unit)
+
+
+def pair_blocks(oblk, obase, tblk, tbase):
+    """Zip origin and target block lists of the same byte stream into (n, 3)
+    engine descriptors (local address, remote address, length)."""
+    if len(oblk) == 1 and len(tblk) == 1:
+        return np.array([[obase + int(oblk[0, 0]), tbase + int(tblk[0, 0]), int(oblk[0, 1])]], np.uint64)
+    if len(oblk) == 0:
+        return np.zeros((0, 3), np.uint64)
+    oc = np.concatenate(([0], np.cumsum(oblk[:, 1])))
+    tc = np.concatenate(([0], np.cumsum(tblk[:, 1])))
+    cuts = np.union1d(oc, tc)
+    starts, lens = cuts[:-1], np.diff(cuts)
+    oi = np.searchsorted(oc, starts, side="right") - 1
+    ti = np.searchsorted(tc, starts, side="right") - 1
+    out = np.empty((len(starts), 3), np.uint64)
+    out[:, 0] = obase + oblk[oi, 0] + (starts - oc[oi])
+    out[:, 1] = tbase + tblk[ti, 0] + (starts - tc[ti])
+    out[:, 2] = lens
+    return out
+
+
+class _Target:
+    """What an origin knows of one rank of the window."""
+
+    __slots__ = ("rank", "world", "base", "size", "disp_unit", "ctrl", "access", "mem_type",
+                 "_addr", "pending", "dirty", "regions")
+
+    def __init__(self, rank, world, meta):
+        self.rank, self.world = rank, world
+        self.base, self.size, self.disp_unit, self.ctrl, self.access, self.mem_type = meta
+        self._addr = None
+        self.pending = []   # buffers of posted, not yet completed operations
+        self.dirty = False
+        self.regions = None  # dynamic windows: cached attached regions
+
+    @property
+    def addr(self):
+        if self._addr is None:
+            self._addr = _rt.runtime().connect(self.world)
+        return self._addr
+
+
+def _alloc(engine, nbytes):
+    """Engine-allocated memory (mappable by peers), or registered numpy memory
+    where the engine cannot allocate (vendor HIXL)."""
+    try:
+        h = engine.alloc_mem(max(nbytes, 1))
+        return h, np.frombuffer(h, np.uint8, count=nbytes)
+    except UnsupportedError:
+        arr = np.zeros(max(nbytes, 1), np.uint8)
+        return engine.register_mem(arr), arr[:nbytes]
+
+
+class Win(EpochMixin):
+    """A window of memory exposed for one-sided access (mpi4py's ``MPI.Win``)."""
+
+    # ----------------------------------------------------------- creation
+
+    def __init__(self):
+        raise ParamError("use Win.Create, Win.Allocate, Win.Allocate_shared or Win.Create_dynamic")
+
+    @classmethod
+    def _new(cls, comm, memory, flavor, disp_unit, info, access=C.ACCESS_READ_WRITE,
+             mem_type=_engine.MEM_HOST):
+        self = object.__new__(cls)
+        st = _rt.runtime()
+        self._rt = st
+        self._engine = st.engine
+        self._comm = as_communicator(comm)
+        self._flavor = flavor
+        self._disp_unit = _check_disp_unit(disp_unit)
+        self._info = _info_dict(info)
+        self._name = ""
+        self._freed = False
+        self._memory = None     # what tomemory() returns
+        self._handle = None     # engine registration of the window memory
+        self._attached = {}     # dynamic: addr -> (handle, owner)
+        self._init_epochs()
+        try:
+            base, size = self._expose(memory)
+            self._ctrl_handle, self._ctrl = _alloc(self._engine, CTRL_SIZE)
+            self._ctrl64 = self._ctrl.view(np.uint64)
+            self._ctrl64[:] = 0
+            proposal = f"{st.rank}.{st.next_window_id}"
+            st.next_window_id += 1
+            meta = (base, size, self._disp_unit, self._ctrl_handle.addr, access, mem_type, proposal)
+            metas = self._comm.comm.allgather(meta)
+        except BaseException:
+            self._teardown_local()
+            raise
+        self._key = f"w{metas[0][6]}"
+        self._targets = [_Target(r, self._comm.world_ranks[r], m[:6]) for r, m in enumerate(metas)]
+        self._me = self._targets[self._comm.rank]
+        st.windows.add(self)
+        return self
+
+    def _expose(self, memory):
+        """Register the window memory; returns (base, size)."""
+        if memory is None:
+            return 0, 0
+        if isinstance(memory, int):  # Allocate: engine-owned memory
+            if memory == 0:
+                self._memory = np.zeros(0, np.uint8)
+                return 0, 0
+            self._handle, arr = _alloc(self._engine, memory)
+            self._memory = arr
+            return self._handle.addr, memory
+        buf = as_buffer(memory, writable=True, name="window memory")
+        if len(buf.blocks) > 1 or (len(buf.blocks) == 1 and buf.blocks[0, 0] != 0):
+            raise ParamError("window memory must be contiguous")
+        self._memory = memory
+        if buf.nbytes == 0:
+            return 0, 0
+        self._handle = self._engine.register_mem(buf.obj)
+        return self._handle.addr, buf.nbytes
+
+    @classmethod
+    def Create(cls, memory, disp_unit=1, info=C.INFO_NULL, comm=C.COMM_SELF):
+        """Create a window over existing memory (collective)."""
+        return cls._new(comm, memory, C.WIN_FLAVOR_CREATE, disp_unit, info)
+
+    @classmethod
+    def Allocate(cls, size, disp_unit=1, info=C.INFO_NULL, comm=C.COMM_SELF):
+        """Create a window over engine-allocated memory (collective)."""
+        return cls._new(comm, _check_size(size), C.WIN_FLAVOR_ALLOCATE, disp_unit, info)
+
+    @classmethod
+    def Allocate_shared(cls, size, disp_unit=1, info=C.INFO_NULL, comm=C.COMM_SELF):
+        """Allocate memory that same-node ranks map directly (Shared_query)."""
+        return cls._new(comm, _check_size(size), C.WIN_FLAVOR_SHARED, disp_unit, info)
+
+    @classmethod
+    def Create_dynamic(cls, info=C.INFO_NULL, comm=C.COMM_SELF):
+        """Create a window without memory; Attach adds regions (collective)."""
+        return cls._new(comm, None, C.WIN_FLAVOR_DYNAMIC, 1, info)
+
+    # ------------------------------------------------------------ teardown
+
+    def _teardown_local(self):
+        """Release this rank's registrations (no collective, no waiting)."""
+        eng = self._engine
+        for h in [self._handle, getattr(self, "_ctrl_handle", None)] + [a[0] for a in self._attached.values()]:
+            if h is not None and h.registered and not eng.finalized:
+                try:
+                    eng.deregister_mem(h)
+                except Exception:  # teardown goes on: the engine may be failing
+                    pass
+        self._handle = None
+        self._attached = {}
+        self._freed = True
+        self._rt.windows.discard(self)
+
+    def Free(self):
+        """Free the window (collective); no epoch may be open."""
+        if self._freed:
+            return
+        self._check_free_allowed()
+        self._complete_all()
+        _rt.barrier(self._comm.comm, self._rt.timeout_ms)
+        self._teardown_local()
+        # Peers must not see a region vanish while they could still use it.
+        _rt.barrier(self._comm.comm, self._rt.timeout_ms)
+
+    free = Free
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.Free()
+        elif not self._freed:
+            self._teardown_local()
+
+    def __del__(self):
+        if not getattr(self, "_freed", True):
+            import warnings
+            warnings.warn(f"{self!r} was not freed; call Free() (collective)", ResourceWarning, 2)
+
+    # -------------------------------------------------------------- queries
+
+    def _check_live(self, what):
+        if self._freed:
+            raise ParamError(f"{what}: window {self._label()} has been freed")
+
+    def _label(self):
+        return self._name or self._key if hasattr(self, "_key") else "<unset>"
+
+    def __repr__(self):
+        state = "freed" if self._freed else f"rank {self._comm.rank} of {self._comm.size}"
+        return f"<hixl_rma.Win {self._label()} {state}>"
+
+    def tomemory(self):
+        """The local window memory as a buffer (no copy)."""
+        self._check_live("tomemory")
+        if self._memory is None:
+            return memoryview(b"").cast("B")
+        return memoryview(self._memory).cast("B") if not isinstance(self._memory, memoryview) \
+            else self._memory
+
+    def Shared_query(self, rank):
+        """(buffer, disp_unit) of ``rank``'s memory mapped into this process."""
+        self._check_live("Shared_query")
+        if self._flavor != C.WIN_FLAVOR_SHARED:
+            raise ParamError("Shared_query needs a window made by Allocate_shared")
+        if rank == C.PROC_NULL:
+            rank = next((t.rank for t in self._targets if t.size), 0)
+        rank = self._comm.check_rank(rank, "Shared_query")
+        t = self._targets[rank]
+        if rank == self._comm.rank or t.size == 0:
+            mem = self.tomemory() if rank == self._comm.rank else memoryview(b"").cast("B")
+            return mem, t.disp_unit
+        ptr = self._engine.remote_ptr(t.addr, t.base, t.size)
+        raw = (ctypes.c_char * t.size).from_address(ptr)
+        view = memoryview(raw).cast("B")
+        return view, t.disp_unit
+
+    @property
+    def group(self):
+        """The group of the window's communicator."""
+        return self._comm.comm.Get_group()
+
+    def Get_group(self):
+        """The group of the window's communicator."""
+        return self.group
+
+    @property
+    def group_size(self):
+        return self._comm.size
+
+    @property
+    def group_rank(self):
+        return self._comm.rank
+
+    @property
+    def flavor(self):
+        return self._flavor
+
+    @property
+    def model(self):
+        return C.WIN_UNIFIED
+
+    @property
+    def attrs(self):
+        """(base address, size, disp_unit) of the local window, as mpi4py."""
+        return (self._me.base, self._me.size, self._me.disp_unit)
+
+    def Get_attr(self, keyval):
+        """WIN_BASE, WIN_SIZE, WIN_DISP_UNIT, WIN_CREATE_FLAVOR or WIN_MODEL."""
+        table = {MPI.WIN_BASE: self._me.base, MPI.WIN_SIZE: self._me.size,
+                 MPI.WIN_DISP_UNIT: self._me.disp_unit, MPI.WIN_CREATE_FLAVOR: self._flavor,
+                 MPI.WIN_MODEL: C.WIN_UNIFIED}
+        if keyval not in table:
+            raise UnsupportedError(f"Get_attr: keyval {keyval} (user attributes are not supported)")
+        return table[keyval]
+
+    @property
+    def info(self):
+        return self.Get_info()
+
+    def Get_info(self):
+        """The info hints given at creation, as a dict."""
+        return dict(self._info)
+
+    def Set_info(self, info):
+        """Replace the info hints."""
+        self._info = _info_dict(info)
+
+    @property
+    def name(self):
+        return self._name
+
+    @name.setter
+    def name(self, value):
+        self.Set_name(value)
+
+    def Get_name(self):
+        return self._name
+
+    def Set_name(self, name):
+        if not isinstance(name, str):
+            raise ParamError(f"window name must be a str, got {type(name).__name__}")
+        self._name = name
+
+    def Set_errhandler(self, errhandler):
+        """Errors always raise HixlError subclasses; ERRORS_RETURN is accepted."""
+        if errhandler not in (MPI.ERRORS_RETURN, MPI.ERRORS_ARE_FATAL):
+            raise UnsupportedError("Set_errhandler: only ERRORS_RETURN (errors raise exceptions)")
+
+    def Get_errhandler(self):
+        return MPI.ERRORS_RETURN
+
+    # --------------------------------------------------------- dynamic windows
+
+    def Attach(self, memory):
+        """Expose a region in a dynamic window; targets use its absolute address."""
+        self._check_live("Attach")
+        if self._flavor != C.WIN_FLAVOR_DYNAMIC:
+            raise ParamError("Attach needs a window made by Create_dynamic")
+        buf = as_buffer(memory, writable=True, name="attached memory")
+        if len(buf.blocks) != 1 or buf.blocks[0, 0] != 0:
+            raise ParamError("attached memory must be contiguous and non-empty")
+        if len(self._attached) >= DYN_MAX:
+            raise ParamError(f"Attach: at most {DYN_MAX} regions per dynamic window")
+        handle = self._engine.register_mem(buf.obj)
+        self._attached[handle.addr] = (handle, memory)
+        self._publish_regions()
+
+    def Detach(self, memory):
+        """Withdraw a region attached before."""
+        self._check_live("Detach")
+        buf = as_buffer(memory, writable=False, name="detached memory")
+        entry = self._attached.pop(buf.address, None)
+        if entry is None:
+            raise ParamError(f"Detach: no region attached at address {buf.address}")
+        self._publish_regions()
+        self._engine.deregister_mem(entry[0])
+
+    def _publish_regions(self):
+        c = self._ctrl64
+        seq = CTRL_DYN_SEQ // 8
+        c[seq] += 1  # odd: readers retry
+        regions = sorted((h.addr, h.length) for h, _ in self._attached.values())
+        c[CTRL_DYN_COUNT // 8] = len(regions)
+        if regions:
+            c[CTRL_DYN_TABLE // 8:CTRL_DYN_TABLE // 8 + 2 * len(regions)] = np.array(regions, np.uint64).ravel()
+        c[seq] += 1
+
+    def _fetch_regions(self, t):
+        """Read a target's attached-region table (seqlock snapshot)."""
+        buf = np.zeros(CTRL_SIZE // 8, np.uint64)
+        for _ in range(1000):
+            self._engine.transfer_sync(t.addr, _READ, [(buf.ctypes.data, t.ctrl, CTRL_SIZE)])
+            seq = int(buf[CTRL_DYN_SEQ // 8])
+            if seq % 2:
+                continue
+            n = int(buf[CTRL_DYN_COUNT // 8])
+            table = buf[CTRL_DYN_TABLE // 8:CTRL_DYN_TABLE // 8 + 2 * n].reshape(n, 2).copy()
+            check = np.zeros(1, np.uint64)
+            self._engine.transfer_sync(t.addr, _READ, [(check.ctypes.data, t.ctrl + CTRL_DYN_SEQ, 8)])
+            if int(check[0]) == seq:
+                t.regions = table
+                return table
+        raise ParamError(f"window {self._label()}: rank {t.rank} kept changing its attached regions")
+
+    def _check_dynamic(self, t, blocks, what):
+        lo = blocks[:, 0]
+        hi = lo + blocks[:, 1]
+        for attempt in range(2):
+            regions = t.regions if (attempt == 0 and t.regions is not None) else self._fetch_regions(t)
+            if len(regions):
+                idx = np.searchsorted(regions[:, 0], lo.astype(np.uint64), side="right") - 1
+                ok = idx >= 0
+                safe = np.where(ok, idx, 0)
+                ok &= hi <= (regions[safe, 0] + regions[safe, 1]).astype(np.int64)
+                if ok.all():
+                    return
+            elif not len(blocks):
+                return
+        bad = int(np.argmin(ok)) if len(regions) else 0
+        raise BoundsError(f"{what} to rank {t.rank} of dynamic window {self._label()}: address "
+                          f"{int(lo[bad])} length {int(blocks[bad, 1])} is not in an attached region")
+
+    # --------------------------------------------------------- communication
+
+    def _target(self, target_rank, what):
+        """Validate target rank and epoch; None for PROC_NULL."""
+        if self._freed:
+            raise ParamError(f"{what}: window {self._label()} has been freed")
+        if target_rank == C.PROC_NULL:
+            return None
+        rank = self._comm.check_rank(target_rank, f"{what} on window {self._label()}")
+        self._check_access(rank, what)
+        return self._targets[rank]
+
+    def _descs(self, t, ob, target, what):
+        """Engine descriptors for origin buffer ``ob`` at ``target`` of t."""
+        start, tblk, _, size = target_blocks(target, ob, t.disp_unit)
+        if not len(tblk):
+            return None
+        if self._flavor == C.WIN_FLAVOR_DYNAMIC:
+            self._check_dynamic(t, tblk, what)
+            return pair_blocks(ob.blocks, ob.address, tblk, 0)
+        lo = int(tblk[:, 0].min()) if len(tblk) > 1 else int(tblk[0, 0])
+        hi = int((tblk[:, 0] + tblk[:, 1]).max()) if len(tblk) > 1 else lo + int(tblk[0, 1])
+        if lo < 0 or hi > t.size:
+            raise BoundsError(f"{what} to rank {t.rank} of window {self._label()}: target offset {lo} "
+                              f"length {hi - lo} bytes exceeds the window size {t.size} bytes")
+        return pair_blocks(ob.blocks, ob.address, tblk, t.base)
+
+    def _post(self, t, op, descs, keep):
+        eng = self._engine
+        if _engine.HAS_EXTENSIONS:
+            if len(descs) == 1:
+                d = descs[0]
+                eng.post1(t.addr, op, int(d[0]), int(d[1]), int(d[2]))
+            else:
+                eng.post(t.addr, op, descs)
+            t.pending.append(keep)
+            t.dirty = True
+        else:
+            eng.transfer_sync(t.addr, op, descs, self._rt.timeout_ms)
+
+    def _check_mode(self, t, op, what):
+        if t.access == C.ACCESS_READ_ONLY and op == _WRITE:
+            raise AccessError(f"{what} to rank {t.rank} of window {self._label()}: the region is read-only")
+        if t.access == C.ACCESS_WRITE_ONLY and op == _READ:
+            raise AccessError(f"{what} from rank {t.rank} of window {self._label()}: the region is write-only")
+
+    def Put(self, origin, target_rank, target=None):
+        """Write origin into the target window (completes at the next sync)."""
+        t = self._target(target_rank, "Put")
+        ob = as_buffer(origin, writable=False)
+        if t is None:
+            return
+        self._check_mode(t, _WRITE, "Put")
+        descs = self._descs(t, ob, target, "Put")
+        if descs is not None:
+            self._post(t, _WRITE, descs, ob.obj)
+
+    def Get(self, origin, target_rank, target=None):
+        """Read the target window into origin (valid after the next sync)."""
+        t = self._target(target_rank, "Get")
+        ob = as_buffer(origin, writable=True)
+        if t is None:
+            return
+        self._check_mode(t, _READ, "Get")
+        descs = self._descs(t, ob, target, "Get")
+        if descs is not None:
+            self._post(t, _READ, descs, ob.obj)
+
+    def _rop(self, op, origin, target_rank, target, what):
+        t = self._target(target_rank, what)
+        ob = as_buffer(origin, writable=op == _READ)
+        if t is None:
+            return Request.completed()
+        self._check_mode(t, op, what)
+        descs = self._descs(t, ob, target, what)
+        if descs is None:
+            return Request.completed()
+        if not _engine.HAS_EXTENSIONS:
+            self._engine.transfer_sync(t.addr, op, descs, self._rt.timeout_ms)
+            return Request.completed()
+        tr = self._engine.transfer_async(t.addr, op, descs, keep=ob.obj)
+        timeout = self._rt.timeout_ms
+        return Request(lambda: tr.wait(timeout), lambda: tr.status() != _engine.TRANSFER_WAITING
+                       and (tr.wait(timeout) is None), keep=ob.obj)
+
+    def Rput(self, origin, target_rank, target=None):
+        """Request-based Put: Wait gives local (here: remote) completion."""
+        return self._rop(_WRITE, origin, target_rank, target, "Rput")
+
+    def Rget(self, origin, target_rank, target=None):
+        """Request-based Get: Wait gives the data."""
+        return self._rop(_READ, origin, target_rank, target, "Rget")
+
+
+def _check_size(size):
+    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
+        raise ParamError(f"window size must be a non-negative int, got {size!r}")
+    return int(size)

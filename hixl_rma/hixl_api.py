@@ -1,0 +1,121 @@
+"""The HIXL-style face: the names of the HIXL examples.
+
+``RegisterMemory`` is a collective window whose epoch is always open, so
+programs written after HIXL's tutorials (Init, GetWorldCommunicator,
+RegisterMemory, Put, Get, Fence) run as written. ``target_offset`` is in
+bytes. Access modes are enforced at the origin from the target's declared
+mode.
+"""
+from . import _engine
+from . import constants as C
+from . import runtime as _rt
+from .comm import Communicator, as_communicator
+from .errors import ParamError
+from .win import Win
+
+_handles = {}  # id(MPI comm) -> list of live MemoryHandles
+
+
+class MemoryHandle:
+    """A registered region of every rank of a communicator (wraps a Win)."""
+
+    def __init__(self, win, comm, access, mem_type):
+        self.win = win
+        self.comm = comm
+        self.access = access
+        self.mem_type = mem_type
+
+    @property
+    def registered(self):
+        return not self.win._freed
+
+    def __repr__(self):
+        return f"<hixl_rma.MemoryHandle {self.win!r}>"
+
+
+def GetWorldCommunicator():
+    """The communicator of all ranks (COMM_WORLD)."""
+    return Communicator(_rt.runtime().world)
+
+
+def GetRank(comm=None):
+    """This rank in ``comm`` (world by default)."""
+    return as_communicator(comm).rank
+
+
+def GetSize(comm=None):
+    """Number of ranks in ``comm`` (world by default)."""
+    return as_communicator(comm).size
+
+
+def RegisterMemory(buf, mem_type=C.MEMORY_HOST, access=C.ACCESS_READ_WRITE, comm=None):
+    """Register ``buf`` on every rank of ``comm`` (collective); accessible at once."""
+    comm = as_communicator(comm)
+    if mem_type not in (C.MEMORY_HOST, C.MEMORY_DEVICE):
+        raise ParamError(f"RegisterMemory: mem_type must be MEMORY_HOST or MEMORY_DEVICE, got {mem_type!r}")
+    if access not in (C.ACCESS_READ_WRITE, C.ACCESS_READ_ONLY, C.ACCESS_WRITE_ONLY):
+        raise ParamError(f"RegisterMemory: access must be ACCESS_READ_WRITE, ACCESS_READ_ONLY or "
+                         f"ACCESS_WRITE_ONLY, got {access!r}")
+    engine_type = _engine.MEM_DEVICE if mem_type == C.MEMORY_DEVICE else _engine.MEM_HOST
+    win = Win._new(comm, buf, C.WIN_FLAVOR_CREATE, 1, None, access=access, mem_type=engine_type)
+    win._always_open = True
+    handle = MemoryHandle(win, comm, access, mem_type)
+    _handles.setdefault(id(comm.comm), []).append(handle)
+    return handle
+
+
+def DeregisterMemory(handle):
+    """Complete outstanding operations and release the region (collective)."""
+    _check_handle(handle, "DeregisterMemory")
+    handle.win._always_open = False
+    handle.win.Free()
+    lst = _handles.get(id(handle.comm.comm), [])
+    if handle in lst:
+        lst.remove(handle)
+
+
+def _check_handle(handle, what):
+    if not isinstance(handle, MemoryHandle):
+        raise ParamError(f"{what}: expected a MemoryHandle from RegisterMemory, got {type(handle).__name__}")
+    if not handle.registered:
+        raise ParamError(f"{what}: the memory handle has been deregistered")
+
+
+def Put(buf, target_rank, target_offset, handle, comm=None):
+    """Write ``buf`` at byte ``target_offset`` of ``target_rank``'s region."""
+    _check_handle(handle, "Put")
+    handle.win.Put(buf, target_rank, _offset(target_offset, "Put"))
+
+
+def Get(buf, target_rank, target_offset, handle, comm=None):
+    """Read into ``buf`` from byte ``target_offset`` of ``target_rank``'s region."""
+    _check_handle(handle, "Get")
+    handle.win.Get(buf, target_rank, _offset(target_offset, "Get"))
+
+
+def _offset(target_offset, what):
+    # The window's disp_unit is 1, so a displacement is a byte offset.
+    if isinstance(target_offset, bool) or not isinstance(target_offset, int):
+        raise ParamError(f"{what}: target_offset must be an int number of bytes, got {target_offset!r}")
+    return target_offset
+
+
+def Fence(comm=None):
+    """Complete every outstanding operation of this rank on every handle of comm, then barrier."""
+    comm = as_communicator(comm)
+    for h in list(_handles.get(id(comm.comm), [])):
+        if h.registered:
+            h.win._complete_all()
+    comm.Barrier()
+
+
+def Init():
+    """Initialize MPI and this rank's engine (idempotent)."""
+    _rt.Init()
+
+
+def Finalize():
+    """Deregister what is left and stop the engine (collective over the world)."""
+    _handles.clear()
+    _rt.Finalize()
+

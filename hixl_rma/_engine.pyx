@@ -161,6 +161,32 @@ cdef uint64_t _u64(object v, str what) except? 0:
     return <uint64_t>(v & 0xFFFFFFFFFFFFFFFF)
 
 
+cdef uint64_t _uint(object v, str what) except? 0:
+    # An unsigned integer argument (address, length): a wrong type or a
+    # negative value is a ParamError, never a TypeError/OverflowError.
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ParamError(f"{what} must be an int, got {type(v).__name__}")
+    v = int(v)
+    if v < 0 or v >= (1 << 64):
+        raise ParamError(f"{what} {v} is out of range (0 to 2**64-1)")
+    return <uint64_t>v
+
+
+cdef int _int_arg(object v, str what) except? -1:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise ParamError(f"{what} must be an int, got {type(v).__name__}")
+    v = int(v)
+    if v < -(1 << 31) or v >= (1 << 31):
+        raise ParamError(f"{what} {v} is out of range")
+    return <int>v
+
+
+cdef int _opcode(object op) except -1:
+    if isinstance(op, bool) or not isinstance(op, (int, np.integer)) or (op != READ and op != WRITE):
+        raise ParamError(f"op must be READ or WRITE, got {op!r}")
+    return <int>int(op)
+
+
 cdef class MemHandle:
     """A registered (or engine-allocated) region; keeps its buffer alive.
 
@@ -401,18 +427,19 @@ cdef class Engine:
         _check(st, f"RegisterMem(addr={addr}, length={length})")
         return self._new_handle(h, addr, length, mem_type, False)
 
-    def register_mem(self, buffer, int mem_type=MEM_HOST):
+    def register_mem(self, buffer, mem_type=MEM_HOST):
         """Register a writable buffer-protocol object; the handle keeps it alive."""
         self._alive()
+        cdef int mt = _int_arg(mem_type, "mem_type")
         cdef Py_buffer view
         try:
             PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS)
-        except (TypeError, BufferError) as exc:
+        except (TypeError, BufferError, ValueError) as exc:  # numpy: ValueError when read-only
             raise ParamError(f"register_mem needs a writable contiguous buffer, got "
                              f"{type(buffer).__name__}: {exc}") from None
         cdef MemHandle mh
         try:
-            mh = self._register(<uintptr_t>view.buf, <size_t>view.len, mem_type)
+            mh = self._register(<uintptr_t>view.buf, <size_t>view.len, mt)
         except BaseException:
             PyBuffer_Release(&view)
             raise
@@ -421,21 +448,22 @@ cdef class Engine:
         mh.owner = buffer
         return mh
 
-    def register_mem_addr(self, uintptr_t addr, size_t length, int mem_type=MEM_HOST):
+    def register_mem_addr(self, addr, length, mem_type=MEM_HOST):
         """Register raw memory; the caller keeps it alive until deregistered."""
         self._alive()
-        return self._register(addr, length, mem_type)
+        return self._register(_uint(addr, "addr"), _uint(length, "length"), _int_arg(mem_type, "mem_type"))
 
-    def alloc_mem(self, size_t length):
+    def alloc_mem(self, length):
         """Allocate and register engine-owned memory that same-node peers can map."""
         self._alive()
+        cdef size_t n = _uint(length, "length")
         cdef CMemHandle h = NULL
         cdef void *addr = NULL
         cdef Status st
         with nogil:
-            st = AllocMem(self._h[0], length, MEM_HOST, h, addr)
-        _check(st, f"AllocMem(length={length})")
-        return self._new_handle(h, <uintptr_t>addr, length, MEM_HOST, True)
+            st = AllocMem(self._h[0], n, MEM_HOST, h, addr)
+        _check(st, f"AllocMem(length={n})")
+        return self._new_handle(h, <uintptr_t>addr, n, MEM_HOST, True)
 
     def deregister_mem(self, MemHandle handle not None):
         """Withdraw a region; peers lose access before this returns."""
@@ -473,7 +501,7 @@ cdef class Engine:
             st = self._h.Disconnect(cr, t)
         _check(st, f"Disconnect({remote!r})")
 
-    def transfer_sync(self, remote, int op, descs, timeout_ms=None):
+    def transfer_sync(self, remote, op, descs, timeout_ms=None):
         """Move a batch of (local_addr, remote_addr, length) blocks; wait for remote completion."""
         self._alive()
         cdef vector[TransferOpDesc] v
@@ -482,30 +510,29 @@ cdef class Engine:
         cdef AscendString cr = AscendString(r, len(r))
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
-        if op != READ and op != WRITE:
-            raise ParamError(f"op must be READ or WRITE, got {op}")
+        cdef int cop = _opcode(op)
         with nogil:
-            st = self._h.TransferSync(cr, <TransferOp>op, v, t)
-        _check(st, f"TransferSync({remote!r}, {'READ' if op == READ else 'WRITE'}, {v.size()} blocks)")
+            st = self._h.TransferSync(cr, <TransferOp>cop, v, t)
+        _check(st, f"TransferSync({remote!r}, {'READ' if cop == READ else 'WRITE'}, {v.size()} blocks)")
 
-    def post(self, remote, int op, descs):
+    def post(self, remote, op, descs):
         """Start a batch without waiting; ``flush(remote)`` completes it."""
         self._alive()
         cdef vector[TransferOpDesc] v
         _descs(descs, v)
         _post(self, remote, op, v)
 
-    def post1(self, remote, int op, uintptr_t local_addr, uintptr_t remote_addr, size_t length):
+    def post1(self, remote, op, local_addr, remote_addr, length):
         """``post`` of one block, without building a descriptor array."""
         self._alive()
         cdef vector[TransferOpDesc] v
         v.resize(1)
-        v[0].local_addr = local_addr
-        v[0].remote_addr = remote_addr
-        v[0].len = length
+        v[0].local_addr = _uint(local_addr, "local_addr")
+        v[0].remote_addr = _uint(remote_addr, "remote_addr")
+        v[0].len = _uint(length, "length")
         _post(self, remote, op, v)
 
-    def transfer_async(self, remote, int op, descs, keep=None):
+    def transfer_async(self, remote, op, descs, keep=None):
         """Post a batch; returns a TransferRequest (``keep`` is held until it completes)."""
         self._alive()
         cdef vector[TransferOpDesc] v
@@ -515,10 +542,9 @@ cdef class Engine:
         cdef TransferArgs args
         cdef TransferReq req = NULL
         cdef Status st
-        if op != READ and op != WRITE:
-            raise ParamError(f"op must be READ or WRITE, got {op}")
+        cdef int cop = _opcode(op)
         with nogil:
-            st = self._h.TransferAsync(cr, <TransferOp>op, v, args, req)
+            st = self._h.TransferAsync(cr, <TransferOp>cop, v, args, req)
         _check(st, f"TransferAsync({remote!r}, {v.size()} blocks)")
         cdef TransferRequest tr = TransferRequest.__new__(TransferRequest)
         tr._req = req
@@ -554,9 +580,10 @@ cdef class Engine:
                         v[i].notify_msg.GetString()[:v[i].notify_msg.GetLength()]))
         return out
 
-    cdef uint64_t _atomic(self, remote, AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
+    cdef uint64_t _atomic(self, remote, AtomicOp op, object remote_addr, uint64_t value, uint64_t compare,
                           bint fetch, object timeout_ms) except? 0:
         self._alive()
+        cdef uintptr_t addr = _uint(remote_addr, "remote_addr")
         cdef bytes r = _b(remote, "remote")
         cdef AscendString cr = AscendString(r, len(r))
         cdef int32_t t = _timeout(timeout_ms)
@@ -567,29 +594,55 @@ cdef class Engine:
         _check(st, f"atomic at {remote!r} addr={addr}")
         return result
 
-    def atomic_fetch_add(self, remote, uintptr_t remote_addr, value, timeout_ms=None):
+    def atomic_fetch_add(self, remote, remote_addr, value, timeout_ms=None):
         """Atomically add ``value`` (mod 2**64) to the uint64 at remote_addr; return the old value."""
         return self._atomic(remote, AtomicOp.ADD, remote_addr, _u64(value, "value"), 0, True, timeout_ms)
 
-    def atomic_cas(self, remote, uintptr_t remote_addr, compare, value, timeout_ms=None):
+    def atomic_cas(self, remote, remote_addr, compare, value, timeout_ms=None):
         """Store ``value`` if the uint64 at remote_addr equals ``compare``; return the old value."""
         return self._atomic(remote, AtomicOp.CSWAP, remote_addr, _u64(value, "value"),
                             _u64(compare, "compare"), True, timeout_ms)
 
-    def atomic_swap(self, remote, uintptr_t remote_addr, value, timeout_ms=None):
+    def atomic_swap(self, remote, remote_addr, value, timeout_ms=None):
         """Store ``value`` at remote_addr; return the old value."""
         return self._atomic(remote, AtomicOp.SWAP, remote_addr, _u64(value, "value"), 0, True, timeout_ms)
 
-    def atomic_fetch_op(self, remote, uintptr_t remote_addr, str op, value, timeout_ms=None):
+    def atomic_fetch_op(self, remote, remote_addr, op, value, timeout_ms=None):
         """Fetching ADD/AND/OR/XOR/SWAP on a remote uint64; returns the old value."""
         return self._atomic(remote, _atomic_op(op), remote_addr, _u64(value, "value"), 0, True, timeout_ms)
 
-    def atomic_post(self, remote, uintptr_t remote_addr, str op, value):
+    def atomic_post(self, remote, remote_addr, op, value):
         """Non-fetching ADD/AND/OR/XOR; completes with the next flush."""
         cdef AtomicOp aop = _atomic_op(op)
         if aop == AtomicOp.SWAP or aop == AtomicOp.CSWAP:
             raise ParamError(f"atomic_post supports ADD, AND, OR, XOR, not {op}")
         self._atomic(remote, aop, remote_addr, _u64(value, "value"), 0, False, None)
+
+    def atomic_many(self, remote, str op, addrs, values, bint fetch, timeout_ms=None):
+        """One atomic per (addr, value) pair (uint64 arrays); returns the old
+        values as a uint64 array when ``fetch``, else posts them (complete at flush)."""
+        self._alive()
+        cdef AtomicOp aop = _atomic_op(op)
+        if not fetch and (aop == AtomicOp.SWAP or aop == AtomicOp.CSWAP):
+            raise ParamError(f"atomic_many: {op} must fetch")
+        cdef const uint64_t[::1] a = np.ascontiguousarray(addrs, dtype=np.uint64)
+        cdef const uint64_t[::1] v = np.ascontiguousarray(values, dtype=np.uint64)
+        if a.shape[0] != v.shape[0]:
+            raise ParamError(f"atomic_many: {a.shape[0]} addresses but {v.shape[0]} values")
+        out = np.zeros(a.shape[0] if fetch else 0, np.uint64)
+        cdef uint64_t[::1] o = out
+        cdef bytes r = _b(remote, "remote")
+        cdef AscendString cr = AscendString(r, len(r))
+        cdef int32_t t = _timeout(timeout_ms)
+        cdef Status st = 0
+        cdef Py_ssize_t i, n = a.shape[0]
+        with nogil:
+            for i in range(n):
+                st = Atomic(self._h[0], cr, aop, a[i], v[i], 0, &o[i] if fetch else NULL, t)
+                if st != 0:
+                    break
+        _check(st, f"atomic {op} at {remote!r} ({n} elements)")
+        return out if fetch else None
 
     def flush(self, remote, timeout_ms=None):
         """Remote completion of all work posted so far to ``remote``."""
@@ -602,15 +655,17 @@ cdef class Engine:
             st = Flush(self._h[0], cr, t)
         _check(st, f"Flush({remote!r})")
 
-    def remote_ptr(self, remote, uintptr_t remote_addr, size_t length):
+    def remote_ptr(self, remote, remote_addr, length):
         """Address in this process of a peer's mapped region (UnsupportedError if not mapped)."""
         self._alive()
+        cdef uintptr_t raddr = _uint(remote_addr, "remote_addr")
+        cdef size_t n = _uint(length, "length")
         cdef bytes r = _b(remote, "remote")
         cdef AscendString cr = AscendString(r, len(r))
         cdef void *p = NULL
         cdef Status st
         with nogil:
-            st = RemotePtr(self._h[0], cr, remote_addr, length, p)
+            st = RemotePtr(self._h[0], cr, raddr, n, p)
         _check(st, f"RemotePtr({remote!r}, addr={remote_addr}, length={length})")
         return <uintptr_t>p
 
@@ -633,21 +688,22 @@ cdef class Engine:
         return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops)
 
 
-cdef int _post(Engine self, remote, int op, vector[TransferOpDesc] &v) except -1:
+cdef int _post(Engine self, remote, object op, vector[TransferOpDesc] &v) except -1:
     cdef bytes r = _b(remote, "remote")
     cdef AscendString cr = AscendString(r, len(r))
     cdef Status st
-    if op != READ and op != WRITE:
-        raise ParamError(f"op must be READ or WRITE, got {op}")
+    cdef int cop = _opcode(op)
     with nogil:
-        st = TransferPost(self._h[0], cr, <TransferOp>op, v)
+        st = TransferPost(self._h[0], cr, <TransferOp>cop, v)
     _check(st, f"TransferPost({remote!r}, {v.size()} blocks)")
     return 0
 
 
-cdef AtomicOp _atomic_op(str op) except *:
+cdef AtomicOp _atomic_op(object op) except *:
     ops = {"ADD": AtomicOp.ADD, "AND": AtomicOp.AND, "OR": AtomicOp.OR, "XOR": AtomicOp.XOR,
            "SWAP": AtomicOp.SWAP}
+    if not isinstance(op, str):
+        raise ParamError(f"atomic op must be a str (ADD, AND, OR, XOR, SWAP), got {type(op).__name__}")
     try:
         return ops[op.upper()]
     except KeyError:

@@ -69,6 +69,7 @@ class EpochMixin:
             self._engine.flush(t.addr, self._rt.timeout_ms)
             t.dirty = False
             t.pending.clear()
+            t.last_atomic = None
 
     def _complete_all(self):
         for t in self._targets:
@@ -159,11 +160,13 @@ class EpochMixin:
 
     # ---------------------------------------------------- passive target
 
-    def _atomic(self, t, fn, *args):
+    def _atomic(self, t, fn, *args, offset=0):
+        """An engine atomic on a word of t's control block."""
         if not _engine.HAS_EXTENSIONS:
-            raise UnsupportedError(f"window {self._label()}: passive-target locks need remote atomics, "
-                                   f"which vendor HIXL does not provide (use Fence or PSCW)")
-        return fn(t.addr, t.ctrl, *args, timeout_ms=self._rt.timeout_ms)
+            raise UnsupportedError(f"window {self._label()}: passive-target locks and accumulates need "
+                                   f"remote atomics, which vendor HIXL does not provide (use Fence or PSCW "
+                                   f"with Put/Get)")
+        return fn(t.addr, t.ctrl + offset, *args, timeout_ms=self._rt.timeout_ms)
 
     def _acquire(self, t, lock_type):
         eng = self._engine

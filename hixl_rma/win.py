@@ -14,6 +14,7 @@ from . import constants as C
 from . import runtime as _rt
 from ._datatypes import as_buffer, target_blocks
 from .comm import as_communicator
+from .accumulate import AccumulateMixin
 from .epochs import EpochMixin
 from .errors import AccessError, BoundsError, ParamError, UnsupportedError
 from .request import Request
@@ -72,7 +73,7 @@ class _Target:
     """What an origin knows of one rank of the window."""
 
     __slots__ = ("rank", "world", "base", "size", "disp_unit", "ctrl", "access", "mem_type",
-                 "_addr", "pending", "dirty", "regions")
+                 "_addr", "pending", "dirty", "regions", "last_atomic")
 
     def __init__(self, rank, world, meta):
         self.rank, self.world = rank, world
@@ -81,6 +82,7 @@ class _Target:
         self.pending = []   # buffers of posted, not yet completed operations
         self.dirty = False
         self.regions = None  # dynamic windows: cached attached regions
+        self.last_atomic = None  # op of the atomics posted since the last flush
 
     @property
     def addr(self):
@@ -100,7 +102,7 @@ def _alloc(engine, nbytes):
         return engine.register_mem(arr), arr[:nbytes]
 
 
-class Win(EpochMixin):
+class Win(EpochMixin, AccumulateMixin):
     """A window of memory exposed for one-sided access (mpi4py's ``MPI.Win``)."""
 
     # ----------------------------------------------------------- creation
@@ -424,18 +426,22 @@ class Win(EpochMixin):
 
     def _descs(self, t, ob, target, what):
         """Engine descriptors for origin buffer ``ob`` at ``target`` of t."""
-        start, tblk, _, size = target_blocks(target, ob, t.disp_unit)
+        _, tblk, _, _ = target_blocks(target, ob, t.disp_unit)
         if not len(tblk):
             return None
+        return pair_blocks(ob.blocks, ob.address, tblk, self._target_base(t, tblk, what))
+
+    def _target_base(self, t, tblk, what):
+        """Check target blocks against t's window; the address offsets count from."""
         if self._flavor == C.WIN_FLAVOR_DYNAMIC:
             self._check_dynamic(t, tblk, what)
-            return pair_blocks(ob.blocks, ob.address, tblk, 0)
+            return 0
         lo = int(tblk[:, 0].min()) if len(tblk) > 1 else int(tblk[0, 0])
         hi = int((tblk[:, 0] + tblk[:, 1]).max()) if len(tblk) > 1 else lo + int(tblk[0, 1])
         if lo < 0 or hi > t.size:
             raise BoundsError(f"{what} to rank {t.rank} of window {self._label()}: target offset {lo} "
                               f"length {hi - lo} bytes exceeds the window size {t.size} bytes")
-        return pair_blocks(ob.blocks, ob.address, tblk, t.base)
+        return t.base
 
     def _post(self, t, op, descs, keep):
         eng = self._engine

@@ -1,0 +1,280 @@
+"""Accumulate operations of hixl_rma.Win with MPI's atomicity.
+
+Two paths, chosen by (op, datatype) alone so that every accumulate with the
+same op on a location takes the same one:
+- native: one 8-byte integer element per engine atomic (SUM, BAND, BOR,
+  BXOR, REPLACE, NO_OP on int64/uint64; Compare_and_swap on any 8-byte type);
+- locked: the target's accumulate lock (a control-block word taken with
+  remote CAS, with back-off) around get -> numpy ufunc at the origin -> put,
+  chunked so one large accumulate does not hold the lock throughout.
+"""
+import ctypes
+import time
+
+import numpy as np
+
+from . import _engine
+from ._datatypes import as_buffer, target_blocks
+from .constants import PROC_NULL
+from .errors import DatatypeError, HixlTimeoutError, ParamError
+from .ops import NO_OP, REPLACE, SUM, as_op, native_atomic
+from .request import Request
+
+CHUNK_BYTES = 64 * 1024
+_READ, _WRITE = _engine.READ, _engine.WRITE
+
+
+def _byte_index(blocks, step=1):
+    """Offsets of every ``step``-th byte of the blocks, in block order."""
+    if len(blocks) == 0:
+        return np.zeros(0, np.int64)
+    lens = blocks[:, 1] // step
+    firsts = np.repeat(blocks[:, 0] - np.concatenate(([0], np.cumsum(lens)[:-1])) * step, lens)
+    return firsts + np.arange(int(lens.sum()), dtype=np.int64) * step
+
+
+def _span_view(buf):
+    """A uint8 array over the whole memory span of a Buffer (no copy)."""
+    if buf.nbytes == 0:
+        return np.zeros(0, np.uint8)
+    return np.ctypeslib.as_array((ctypes.c_ubyte * buf.nbytes).from_address(buf.address))
+
+
+def gather(buf, dtype):
+    """The data of a Buffer as a contiguous array of dtype (a copy)."""
+    if len(buf.blocks) == 1:
+        off, n = int(buf.blocks[0, 0]), int(buf.blocks[0, 1])
+        return _span_view(buf)[off:off + n].view(dtype).copy()
+    return _span_view(buf)[_byte_index(buf.blocks)].view(dtype)
+
+
+def scatter(buf, values):
+    """Write contiguous values into the blocks of a Buffer."""
+    raw = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
+    if len(buf.blocks) == 1:
+        off = int(buf.blocks[0, 0])
+        _span_view(buf)[off:off + raw.size] = raw
+    else:
+        _span_view(buf)[_byte_index(buf.blocks)] = raw
+
+
+def _slice_descs(descs, lo, hi):
+    """Rows of descs (ascending contiguous local addresses) within [lo, hi)."""
+    local = descs[:, 0].astype(np.int64)
+    end = local + descs[:, 2].astype(np.int64)
+    sel = (local < hi) & (end > lo)
+    out = descs[sel].copy()
+    if len(out):
+        cut_lo = np.maximum(lo - out[:, 0].astype(np.int64), 0)
+        cut_hi = np.maximum(out[:, 0].astype(np.int64) + out[:, 2].astype(np.int64) - hi, 0)
+        out[:, 0] += cut_lo.astype(np.uint64)
+        out[:, 1] += cut_lo.astype(np.uint64)
+        out[:, 2] -= (cut_lo + cut_hi).astype(np.uint64)
+    return out
+
+
+class _Acc:
+    """One parsed accumulate: target, op, element type and target blocks."""
+
+    __slots__ = ("t", "op", "dtype", "tblk", "tbase", "origin", "result", "count")
+
+
+class AccumulateMixin:
+    """Accumulate, Get_accumulate, Fetch_and_op, Compare_and_swap and their R- forms."""
+
+    def _acc_parse(self, what, origin, result, target_rank, target, op, count1=False):
+        a = _Acc()
+        a.op = as_op(op, what)
+        a.t = self._target(target_rank, what)
+        ob = as_buffer(origin, writable=False)
+        rb = as_buffer(result, writable=True, name="result") if result is not None else None
+        if count1:  # Fetch_and_op / Compare_and_swap: one element of the origin's type
+            ob = _first_element(ob, what, "origin")
+            rb = _first_element(rb, what, "result") if rb is not None else None
+        dtype = ob.dtype
+        a.op.check(dtype, what)
+        if rb is not None:
+            if rb.size != ob.size:
+                raise DatatypeError(f"{what}: result buffer has {rb.size} bytes but origin has {ob.size} bytes")
+            if rb.dtype is not None and rb.dtype != dtype:
+                raise DatatypeError(f"{what}: result type {rb.dtype} differs from origin type {dtype}")
+        if a.t is None:
+            return None
+        _, tblk, tdtype, _ = target_blocks(target, ob, a.t.disp_unit)
+        if tdtype is not None and tdtype != dtype:
+            raise DatatypeError(f"{what}: target type {tdtype} differs from origin type {dtype}")
+        a.dtype, a.tblk, a.origin, a.result = dtype, tblk, ob, rb
+        a.count = ob.size // dtype.itemsize
+        a.tbase = self._target_base(a.t, tblk, what) if len(tblk) else 0
+        if a.op is not NO_OP:
+            self._check_mode(a.t, _WRITE, what)
+        if rb is not None or a.op is NO_OP:
+            self._check_mode(a.t, _READ, what)
+        return a
+
+    # ------------------------------------------------------------ paths
+
+    def _acc_run(self, a, fetch):
+        """Apply a parsed accumulate; returns old values when fetch."""
+        if a.count == 0:
+            return np.zeros(0, a.dtype) if fetch else None
+        values = gather(a.origin, a.dtype) if a.op is not NO_OP else None
+        native = native_atomic(a.op, a.dtype)
+        if native is not None:
+            addrs = a.tbase + _byte_index(a.tblk, 8)
+            if not (addrs % 8).any():
+                return self._acc_native(a, native, addrs, values, fetch)
+        return self._acc_locked(a, values, fetch)
+
+    def _acc_native(self, a, native, addrs, values, fetch):
+        t, eng = a.t, self._engine
+        u64 = (np.zeros(a.count, np.uint64) if values is None else values.view(np.uint64))
+        if native == "NOOP":
+            old = eng.atomic_many(t.addr, "ADD", addrs, u64, True, self._rt.timeout_ms)
+        elif native == "SWAP" or fetch:
+            old = eng.atomic_many(t.addr, native, addrs, u64, True, self._rt.timeout_ms)
+        else:
+            if t.last_atomic not in (None, native):
+                self._flush_target(t)  # keep this origin's accumulates in order
+            eng.atomic_many(t.addr, native, addrs, u64, False)
+            t.dirty = True
+            t.last_atomic = native
+            return None
+        return old.view(a.dtype) if fetch else None
+
+    def _acc_locked(self, a, values, fetch):
+        t, eng = a.t, self._engine
+        if t.dirty and self._info.get("accumulate_ordering") != "none":
+            self._flush_target(t)  # posted atomics first: accumulates are ordered
+        isz = a.dtype.itemsize
+        tmp = np.empty(a.count, a.dtype)
+        base = tmp.ctypes.data
+        descs = _pair_one(base, a.count * isz, a.tblk, a.tbase)
+        old = np.empty(a.count, a.dtype) if fetch else None
+        step = max(1, CHUNK_BYTES // isz)
+        for lo in range(0, a.count, step):
+            hi = min(a.count, lo + step)
+            d = _slice_descs(descs, base + lo * isz, base + hi * isz)
+            self._acc_lock(t)
+            try:
+                eng.transfer_sync(t.addr, _READ, d, self._rt.timeout_ms)
+                if fetch:
+                    old[lo:hi] = tmp[lo:hi]
+                if a.op is not NO_OP:
+                    with np.errstate(all="ignore"):
+                        tmp[lo:hi] = a.op.apply(tmp[lo:hi], values[lo:hi])
+                    eng.transfer_sync(t.addr, _WRITE, d, self._rt.timeout_ms)
+            finally:
+                self._acc_unlock(t)
+        return old
+
+    def _acc_lock(self, t):
+        me = self._rt.rank + 1
+        deadline = time.monotonic() + self._rt.timeout_ms / 1000.0
+        idle = 0
+        while self._atomic(t, self._engine.atomic_cas, 0, me, offset=8) != 0:
+            idle += 1
+            if time.monotonic() > deadline:
+                raise HixlTimeoutError(f"accumulate lock of rank {t.rank} of window {self._label()} "
+                                       f"not acquired within {self._rt.timeout_ms} ms")
+            time.sleep(min(1e-6 * (1 << min(idle, 10)), 1e-3))
+
+    def _acc_unlock(self, t):
+        self._atomic(t, self._engine.atomic_swap, 0, offset=8)
+
+    # ------------------------------------------------------------- API
+
+    def Accumulate(self, origin, target_rank, target=None, op=SUM):
+        """Element-wise atomic ``target = op(target, origin)``."""
+        a = self._acc_parse("Accumulate", origin, None, target_rank, target, op)
+        if a is not None:
+            self._acc_run(a, False)
+
+    def Get_accumulate(self, origin, result, target_rank, target=None, op=SUM):
+        """Accumulate that also returns the previous target values in result."""
+        a = self._acc_parse("Get_accumulate", origin, result, target_rank, target, op)
+        if a is not None:
+            scatter(a.result, self._acc_run(a, True))
+
+    def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=SUM):
+        """Get_accumulate of one element."""
+        a = self._acc_parse("Fetch_and_op", origin, result, target_rank, _disp(target_disp), op,
+                            count1=True)
+        if a is not None:
+            scatter(a.result, self._acc_run(a, True))
+
+    def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
+        """Store origin at the target if it equals compare; result gets the old value."""
+        a = self._acc_parse("Compare_and_swap", origin, result, target_rank, _disp(target_disp),
+                            REPLACE, count1=True)
+        cb = _first_element(as_buffer(compare, writable=False, name="compare"), "Compare_and_swap", "compare")
+        if a is None:
+            return
+        if cb.dtype != a.dtype:
+            raise DatatypeError(f"Compare_and_swap: compare type {cb.dtype} differs from origin type {a.dtype}")
+        if a.dtype.kind not in "iufcbV" or a.dtype.itemsize > 8:
+            raise DatatypeError(f"Compare_and_swap: datatype {a.dtype} is not a single integer/float element")
+        new, cmp = gather(a.origin, a.dtype), gather(cb, a.dtype)
+        addr = a.tbase + int(a.tblk[0, 0])
+        if a.dtype.itemsize == 8 and addr % 8 == 0:
+            old = self._engine.atomic_cas(a.t.addr, addr, int(cmp.view(np.uint64)[0]),
+                                          int(new.view(np.uint64)[0]), self._rt.timeout_ms)
+            scatter(a.result, np.array([old], np.uint64).view(a.dtype))
+            return
+        scatter(a.result, self._cas_locked(a, new, cmp))
+
+    def _cas_locked(self, a, new, cmp):
+        t, eng = a.t, self._engine
+        tmp = np.empty(1, a.dtype)
+        d = _pair_one(tmp.ctypes.data, a.dtype.itemsize, a.tblk, a.tbase)
+        self._acc_lock(t)
+        try:
+            eng.transfer_sync(t.addr, _READ, d, self._rt.timeout_ms)
+            old = tmp.copy()
+            if old.view(np.uint8).tobytes() == cmp.view(np.uint8).tobytes():
+                tmp[:] = new
+                eng.transfer_sync(t.addr, _WRITE, d, self._rt.timeout_ms)
+        finally:
+            self._acc_unlock(t)
+        return old
+
+    def Raccumulate(self, origin, target_rank, target=None, op=SUM):
+        """Request-based Accumulate (complete when it returns, or at Wait)."""
+        self.Accumulate(origin, target_rank, target, op)
+        return self._acc_request(target_rank)
+
+    def Rget_accumulate(self, origin, result, target_rank, target=None, op=SUM):
+        """Request-based Get_accumulate."""
+        self.Get_accumulate(origin, result, target_rank, target, op)
+        return self._acc_request(target_rank)
+
+    def _acc_request(self, target_rank):
+        t = None if target_rank == PROC_NULL else self._targets[target_rank]
+        if t is None or not t.dirty:
+            return Request.completed()
+        return Request(lambda: self._flush_target(t))
+
+
+def _pair_one(local, nbytes, tblk, tbase):
+    from .win import pair_blocks
+    return pair_blocks(np.array([[0, nbytes]], np.int64), local, tblk, tbase)
+
+
+def _disp(target_disp):
+    if isinstance(target_disp, bool) or not isinstance(target_disp, (int, np.integer)):
+        raise ParamError(f"target_disp must be an int, got {type(target_disp).__name__}")
+    return int(target_disp)
+
+
+def _first_element(buf, what, name):
+    """A Buffer restricted to its first element (Fetch_and_op, Compare_and_swap)."""
+    if buf.dtype is None or buf.size < buf.dtype.itemsize:
+        raise DatatypeError(f"{what}: {name} buffer holds no element "
+                            f"({buf.size} bytes of {buf.dtype if buf.dtype is not None else 'raw bytes'})")
+    isz = buf.dtype.itemsize
+    first = buf.blocks[:1].copy()
+    if first[0, 1] < isz:
+        raise DatatypeError(f"{what}: the first element of {name} is not contiguous")
+    first[0, 1] = isz
+    out = type(buf)(buf.obj, buf.address, buf.nbytes, buf.readonly, first, buf.dtype, isz)
+    return out

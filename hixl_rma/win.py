@@ -16,6 +16,8 @@ from ._datatypes import as_buffer, target_blocks
 from .comm import as_communicator
 from .accumulate import AccumulateMixin
 from .epochs import EpochMixin
+from .batch import BatchMixin
+from .notify import NotifyMixin
 from .errors import AccessError, BoundsError, ParamError, UnsupportedError
 from .request import Request
 
@@ -73,7 +75,7 @@ class _Target:
     """What an origin knows of one rank of the window."""
 
     __slots__ = ("rank", "world", "base", "size", "disp_unit", "ctrl", "access", "mem_type",
-                 "_addr", "pending", "dirty", "regions", "last_atomic")
+                 "_addr", "pending", "dirty", "regions", "last_atomic", "notified", "credit")
 
     def __init__(self, rank, world, meta):
         self.rank, self.world = rank, world
@@ -83,6 +85,8 @@ class _Target:
         self.dirty = False
         self.regions = None  # dynamic windows: cached attached regions
         self.last_atomic = None  # op of the atomics posted since the last flush
+        self.notified = 0  # notifications this rank sent to t
+        self.credit = 0    # what t had consumed of them when last read
 
     @property
     def addr(self):
@@ -102,7 +106,7 @@ def _alloc(engine, nbytes):
         return engine.register_mem(arr), arr[:nbytes]
 
 
-class Win(EpochMixin, AccumulateMixin):
+class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
     """A window of memory exposed for one-sided access (mpi4py's ``MPI.Win``)."""
 
     # ----------------------------------------------------------- creation
@@ -129,7 +133,7 @@ class Win(EpochMixin, AccumulateMixin):
         self._init_epochs()
         try:
             base, size = self._expose(memory)
-            self._ctrl_handle, self._ctrl = _alloc(self._engine, CTRL_SIZE)
+            self._ctrl_handle, self._ctrl = _alloc(self._engine, CTRL_SIZE + 8 * self._comm.size)
             self._ctrl64 = self._ctrl.view(np.uint64)
             self._ctrl64[:] = 0
             proposal = f"{st.rank}.{st.next_window_id}"
@@ -508,6 +512,12 @@ class Win(EpochMixin, AccumulateMixin):
     def Rget(self, origin, target_rank, target=None):
         """Request-based Get: Wait gives the data."""
         return self._rop(_READ, origin, target_rank, target, "Rget")
+
+
+def Get_address(memory):
+    """The address of a buffer (MPI_Get_address): a target displacement in a
+    dynamic window."""
+    return as_buffer(memory, writable=False, name="memory").address
 
 
 def _check_size(size):

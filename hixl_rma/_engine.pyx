@@ -338,7 +338,9 @@ cdef class Engine:
 
     def __cinit__(self, local_engine="127.0.0.1:0", options=None):
         self._h = NULL
-        self._handles = weakref.WeakValueDictionary()
+        # Strong references: a registered region's buffer must stay alive
+        # (peers may write into it) until deregister_mem or finalize.
+        self._handles = {}
         cdef cmap[AscendString, AscendString] opts
         cdef bytes local = _b(local_engine, "local_engine")
         cdef bytes k, v
@@ -387,10 +389,12 @@ cdef class Engine:
         """Release every resource; idempotent."""
         if self._h == NULL:
             return
-        for h in list(self._handles.values()):
-            (<MemHandle>h)._forget()
+        handles = list(self._handles.values())
+        self._handles.clear()
         with nogil:
             self._h.Finalize()
+        for h in handles:  # buffers are released once nothing can reach them
+            (<MemHandle>h)._forget()
         del self._h
         self._h = NULL
 

@@ -111,6 +111,7 @@ class HixlImpl {
   Status GetNotifies(std::vector<NotifyDesc> &notifies);
   Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value,
                 uint64_t compare, uint64_t *result, int32_t timeout_ms);
+  Status TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs);
   Status Flush(const std::string &remote, int32_t timeout_ms);
   Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr);
   Status GetStats(ext::Stats &stats);

@@ -95,6 +95,11 @@ Status Atomic(Hixl &e, const AscendString &remote, AtomicOp op, uintptr_t remote
   HIXL_EXT_FORWARD(e, Atomic(remote.GetString(), op, remote_addr, value, compare, result, timeout_in_millis));
 }
 
+Status TransferPost(Hixl &e, const AscendString &remote, TransferOp operation,
+                    const std::vector<TransferOpDesc> &op_descs) {
+  HIXL_EXT_FORWARD(e, TransferPost(remote.GetString(), operation, op_descs));
+}
+
 Status Flush(Hixl &e, const AscendString &remote, int32_t timeout_in_millis) {
   HIXL_EXT_FORWARD(e, Flush(remote.GetString(), timeout_in_millis));
 }

@@ -200,6 +200,14 @@ Status HixlImpl::TransferAsync(const std::string &remote, TransferOp op, const s
   return SUCCESS;
 }
 
+Status HixlImpl::TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs) {
+  PeerPtr peer;
+  Status st = LookupPeer(remote, peer);
+  if (st != SUCCESS) return st;
+  bool posted = false;
+  return Post(peer, op, descs, DeadlineIn(default_timeout_ms_), posted);
+}
+
 Status HixlImpl::GetTransferStatus(const TransferReq &req, TransferStatus &status) {
   if (req == nullptr) return Fail(PARAM_INVALID, "GetTransferStatus: null request");
   auto *t = static_cast<AsyncTransfer *>(req);
@@ -278,7 +286,9 @@ Status HixlImpl::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t a
   }
   // The reply lands asynchronously; on a timeout UCX may still write it, so
   // it lives on the heap and is dropped (not freed) in that case.
-  auto *reply = new uint64_t(op == ext::AtomicOp::CSWAP ? compare : 0);
+  // CSWAP: UCX compares with *buffer and swaps in the reply buffer's value.
+  uint64_t operand = op == ext::AtomicOp::CSWAP ? compare : value;
+  auto *reply = new uint64_t(op == ext::AtomicOp::CSWAP ? value : 0);
   ucp_request_param_t param;
   std::memset(&param, 0, sizeof(param));
   param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
@@ -287,7 +297,7 @@ Status HixlImpl::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t a
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_REPLY_BUFFER;
     param.reply_buffer = reply;
   }
-  void *req = ucp_atomic_op_nbx(peer->ep, uop, &value, 1, addr, r->rkey->get(), &param);
+  void *req = ucp_atomic_op_nbx(peer->ep, uop, &operand, 1, addr, r->rkey->get(), &param);
   lock.unlock();
   if (result == nullptr) {
     delete reply;

@@ -14,7 +14,12 @@ Context::Context() {
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO64 | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 0;
-  st = ucp_init(&params, config, &h_);
+  // Ask for the API level of the libucp actually loaded (it may be an MPI's
+  // older UCX reused in-process): we use nothing newer than UCX 1.15.
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  if (major != UCP_API_MAJOR || minor > UCP_API_MINOR) minor = UCP_API_MINOR;
+  st = ucp_init_version(UCP_API_MAJOR, minor, &params, config, &h_);
   ucp_config_release(config);
   if (st != UCS_OK) throw st;
 }

@@ -71,6 +71,14 @@ Status GetListenAddress(Hixl &engine, std::string &address);
 Status Atomic(Hixl &engine, const AscendString &remote_engine, AtomicOp op, uintptr_t remote_addr,
               uint64_t value, uint64_t compare, uint64_t *result, int32_t timeout_in_millis);
 
+/**
+ * @brief Start a batch without waiting (MPI_Put/MPI_Get semantics): bounds
+ *        are checked before any byte moves; completion comes with Flush.
+ *        Local buffers must stay untouched until then.
+ */
+Status TransferPost(Hixl &engine, const AscendString &remote_engine, TransferOp operation,
+                    const std::vector<TransferOpDesc> &op_descs);
+
 /** @brief Remote completion of all work posted so far to one peer. */
 Status Flush(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in_millis);
 

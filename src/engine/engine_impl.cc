@@ -4,6 +4,7 @@
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -63,6 +64,19 @@ bool DirectMappingAllowed() {
     }
   }
   return s[0] == '^';
+}
+
+// A fresh mapping of a peer's segment faults on every page at first touch;
+// populate the page tables once here rather than inside the first transfers.
+void Prefault(char *p, size_t len) {
+#ifdef MADV_POPULATE_WRITE
+  long page = sysconf(_SC_PAGESIZE);
+  uintptr_t start = reinterpret_cast<uintptr_t>(p) & ~static_cast<uintptr_t>(page - 1);
+  madvise(reinterpret_cast<void *>(start), reinterpret_cast<uintptr_t>(p) + len - start, MADV_POPULATE_WRITE);
+#else
+  (void)p;
+  (void)len;
+#endif
 }
 
 }  // namespace
@@ -276,7 +290,8 @@ std::string HixlImpl::EncodeTable() {
   return w.str();
 }
 
-Status HixlImpl::DecodeTable(Peer &peer, Cursor &c, std::vector<RemoteRegion> &out) {
+Status HixlImpl::DecodeTable(Peer &peer, Cursor &c, const std::vector<RemoteRegion> &old,
+                             std::vector<RemoteRegion> &out) {
   uint32_t count = 0;
   if (!c.u32(count) || count > engine::kMaxRegions) return Fail(FAILED, "malformed memory table from " + peer.name);
   bool direct = DirectMappingAllowed();
@@ -289,14 +304,25 @@ Status HixlImpl::DecodeTable(Peer &peer, Cursor &c, std::vector<RemoteRegion> &o
     if (!c.u64(addr) || !c.u64(len) || !c.u32(type) || !c.u32(flags) || !c.bytes(rkey, engine::kMaxRkeyLen) ||
         addr + len < addr)
       return Fail(FAILED, "malformed memory table from " + peer.name);
-    RemoteRegion r{addr, len, type, nullptr, nullptr};
+    // A region we know already keeps its key and mapping (no re-attach, warm page tables).
+    auto same = std::find_if(old.begin(), old.end(), [&](const RemoteRegion &r) {
+      return r.addr == addr && r.len == len && r.packed == rkey;
+    });
+    if (same != old.end()) {
+      out.push_back(*same);
+      continue;
+    }
+    RemoteRegion r{addr, len, type, nullptr, nullptr, rkey};
     try {
       r.rkey = std::make_shared<engine::RemoteKey>(peer.ep, rkey);
     } catch (ucs_status_t s) {
       return FromUcs(s, "cannot unpack a remote key of " + peer.name);
     }
     void *ptr = nullptr;
-    if (direct && ucp_rkey_ptr(r.rkey->get(), addr, &ptr) == UCS_OK) r.mapped = static_cast<char *>(ptr);
+    if (direct && ucp_rkey_ptr(r.rkey->get(), addr, &ptr) == UCS_OK) {
+      r.mapped = static_cast<char *>(ptr);
+      Prefault(r.mapped, len);
+    }
     out.push_back(std::move(r));
   }
   std::sort(out.begin(), out.end(), [](const RemoteRegion &a, const RemoteRegion &b) { return a.addr < b.addr; });
@@ -355,7 +381,7 @@ Status HixlImpl::Connect(const std::string &remote, int32_t timeout_ms) {
     close(fd);
     return FromUcs(us, "Connect to " + remote + ": ucp_ep_create failed");
   }
-  Status st = DecodeTable(*peer, c, peer->regions);
+  Status st = DecodeTable(*peer, c, {}, peer->regions);
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (st == SUCCESS && peers_.count(remote)) st = Fail(ALREADY_CONNECTED, "Connect: already connected to " + remote);
@@ -444,13 +470,20 @@ Status HixlImpl::RefreshTable(const PeerPtr &peer, Deadline deadline) {
   std::string resp;
   Status st = ControlRequest(peer, Msg::TABLE_REQ, Msg::TABLE_RESP, resp, deadline);
   if (st != SUCCESS) return st;
-  std::vector<RemoteRegion> fresh;
+  std::vector<RemoteRegion> fresh, old;
+  {
+    std::shared_lock<std::shared_mutex> tl(peer->table_mu);
+    old = peer->regions;
+  }
   Cursor c(resp.data(), resp.size());
-  st = DecodeTable(*peer, c, fresh);
+  st = DecodeTable(*peer, c, old, fresh);
   if (st != SUCCESS) return st;
   std::unique_lock<std::shared_mutex> tl(peer->table_mu);
-  // Keys of the old table may still be referenced by operations in flight.
-  for (auto &r : peer->regions) Retire(*peer, r.rkey);
+  // Keys dropped from the table may still be referenced by operations in flight.
+  for (auto &r : peer->regions) {
+    bool kept = std::any_of(fresh.begin(), fresh.end(), [&](const RemoteRegion &f) { return f.rkey == r.rkey; });
+    if (!kept) Retire(*peer, r.rkey);
+  }
   peer->regions.swap(fresh);
   ++table_refreshes_;
   return SUCCESS;

@@ -45,6 +45,7 @@ struct RemoteRegion {
   uint32_t type;
   std::shared_ptr<RemoteKey> rkey;
   char *mapped;  ///< direct pointer to addr when the region is mapped here, else null
+  std::string packed;  ///< the packed rkey, to reuse this entry when a refresh repeats it
 };
 
 /** @brief An outgoing connection: UCX endpoint, control socket, peer memory table. */
@@ -137,7 +138,8 @@ class HixlImpl {
   void ClosePeerFd(engine::Peer &peer);
   void RunPendingCloses();
   std::string EncodeTable();
-  Status DecodeTable(engine::Peer &peer, engine::Cursor &c, std::vector<engine::RemoteRegion> &out);
+  Status DecodeTable(engine::Peer &peer, engine::Cursor &c, const std::vector<engine::RemoteRegion> &old,
+                     std::vector<engine::RemoteRegion> &out);
   Status RefreshTable(const PeerPtr &peer, Deadline deadline);
   Status ControlRequest(const PeerPtr &peer, engine::Msg type, engine::Msg want, std::string &resp,
                         Deadline deadline);

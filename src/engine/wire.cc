@@ -17,7 +17,10 @@ namespace engine {
 namespace {
 
 int RemainingMs(Clock::time_point deadline) {
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  // Round up: a poll that returns before the deadline would be taken for a failure.
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now() +
+                                                                  std::chrono::microseconds(999))
+                .count();
   if (ms <= 0) return 0;
   return ms > 1000000 ? 1000000 : static_cast<int>(ms);
 }
@@ -27,7 +30,10 @@ bool WaitFd(int fd, short events, Clock::time_point deadline) {
     pollfd p{fd, events, 0};
     int r = poll(&p, 1, RemainingMs(deadline));
     if (r > 0) return true;
-    if (r == 0) return false;
+    if (r == 0) {
+      if (Clock::now() >= deadline) return false;
+      continue;  // woke early
+    }
     if (errno != EINTR) return false;
   }
 }

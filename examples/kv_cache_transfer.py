@@ -1,0 +1,207 @@
+"""Prefill -> decode KV-cache transfer, layer by layer, over hixl_rma.
+
+Rank 0 (prefill) produces a paged KV cache one layer at a time and pushes
+each layer's K and V blocks into rank 1's (decode) cache window, at the
+slots a block table assigns, with one notification per layer; rank 1 waits
+per layer (no fence, no lock on its side), verifies the layer as soon as it
+lands and records when. ``--mode get`` has decode pull each layer instead,
+once prefill notifies that it is ready. ``--compare mpi`` runs the same
+transfer over mpi4py's MPI.Win (a Put loop and a Fence per layer).
+
+Run: mpiexec -n 2 python examples/kv_cache_transfer.py [--layers 32 --blocks 64
+     --block-kib 64 --mode put|get --compare mpi]
+With more ranks, even ranks are prefill and send to the next odd rank.
+Exit code 1 on any mismatch.
+"""
+import argparse
+import sys
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+import hixl_rma
+
+
+def parse(argv):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--layers", type=int, default=32)
+    p.add_argument("--blocks", type=int, default=64, help="KV blocks per layer (each has a K and a V part)")
+    p.add_argument("--block-kib", type=int, default=64)
+    p.add_argument("--mode", choices=("put", "get"), default="put")
+    p.add_argument("--compare", choices=("mpi",), default=None)
+    p.add_argument("--seed", type=int, default=7)
+    return p.parse_args(argv)
+
+
+class Layout:
+    """Shapes, the block table and the deterministic content of the cache."""
+
+    def __init__(self, args):
+        self.layers, self.blocks = args.layers, args.blocks
+        self.block_bytes = args.block_kib * 1024
+        self.per_layer = 2 * self.blocks  # K and V blocks
+        self.slots = self.layers * self.per_layer
+        rng = np.random.default_rng(args.seed)
+        # Decode's paged cache: block (layer, kv, b) lives at slot table[layer, kv*blocks + b].
+        self.table = rng.permutation(self.slots).reshape(self.layers, self.per_layer)
+        self._pattern = rng.integers(0, 256, self.block_bytes, dtype=np.uint8)
+
+    def layer(self, i):
+        """Prefill's K/V blocks of layer i: (2*blocks, block_bytes) uint8, deterministic."""
+        salt = ((np.arange(self.per_layer) * 31 + i * 7) % 256).astype(np.uint8)
+        return self._pattern[None, :] + salt[:, None]
+
+    def produce(self):
+        """The whole cache prefill computed: (layers, 2*blocks, block_bytes)."""
+        return np.stack([self.layer(i) for i in range(self.layers)])
+
+    @property
+    def nbytes(self):
+        return self.slots * self.block_bytes
+
+
+def checksum(blocks):
+    """A cheap per-layer checksum (wrapping uint64 sum), fast enough to run on arrival."""
+    return int(np.ascontiguousarray(blocks).view(np.uint64).sum(dtype=np.uint64))
+
+
+def verify(lay, layer_data):
+    """Full comparison against freshly generated content, after the timed run."""
+    return all(np.array_equal(layer_data(i), lay.layer(i)) for i in range(lay.layers))
+
+
+def warm_up(win, peer, origin):
+    """Connect to the peer and map its window outside the timed part (one
+    1-byte Get, which every later transfer overwrites or ignores)."""
+    if not origin:
+        return
+    win.Get(np.empty(1, np.uint8), peer, 0)
+    if isinstance(win, hixl_rma.Win):
+        win.Flush(peer)  # MPI.Win completes it at the next Fence
+
+
+def run_hixl(args, lay, comm, peer, prefill, sums):
+    """One transfer over hixl_rma.Win; returns decode's (arrivals, ok)."""
+    Win = hixl_rma.Win
+    nb = lay.block_bytes
+    if prefill:
+        kv = lay.produce()
+        # get mode: prefill's own cache is the window decode reads from.
+        win = Win.Allocate(lay.nbytes if args.mode == "get" else 0, comm=comm)
+        if args.mode == "get":
+            src = np.frombuffer(win.tomemory(), np.uint8).reshape(kv.shape)
+    else:
+        win = Win.Allocate(lay.nbytes, comm=comm)
+        cache = np.frombuffer(win.tomemory(), np.uint8).reshape(lay.slots, nb)
+        pulled = np.empty((lay.layers, lay.per_layer, nb), np.uint8)
+    offsets = np.stack([np.arange(lay.per_layer) * nb, np.full(lay.per_layer, nb)], axis=1)
+    win.Lock_all(hixl_rma.MODE_NOCHECK)
+    warm_up(win, peer, prefill == (args.mode == "put"))
+    comm.Barrier()
+    t0 = time.monotonic()
+    arrivals, ok = [], True
+    for i in range(lay.layers):
+        if prefill and args.mode == "put":
+            # One batch per layer into decode's slots, notified once it landed.
+            win.Put_batch((kv[i], offsets), peer, lay.table[i] * nb, tag=i)
+        elif prefill:
+            src[i] = kv[i]  # the layer is computed into the exposed cache
+            win.Notify(peer, tag=i)
+        else:
+            win.Wait_notify(tag=i, source=peer)
+            if args.mode == "put":
+                got = cache[lay.table[i]]
+            else:
+                win.Get_batch((pulled[i], offsets), peer, (i * lay.per_layer + np.arange(lay.per_layer)) * nb)
+                win.Flush(peer)
+                got = pulled[i]
+            arrivals.append(time.monotonic() - t0)
+            ok &= checksum(got) == sums[i]
+    win.Unlock_all()
+    comm.Barrier()
+    if not prefill:
+        ok &= verify(lay, (lambda i: cache[lay.table[i]]) if args.mode == "put" else (lambda i: pulled[i]))
+    win.Free()
+    return arrivals, ok
+
+
+def run_mpi(args, lay, comm, peer, prefill, sums):
+    """The same transfer over mpi4py's MPI.Win: a Put (or Get) loop and a Fence per layer."""
+    nb = lay.block_bytes
+    if prefill:
+        kv = lay.produce()
+    mem = MPI.Alloc_mem(lay.nbytes if (not prefill or args.mode == "get") else 1)
+    win = MPI.Win.Create(mem, 1, comm=comm)
+    if prefill and args.mode == "get":
+        src = np.frombuffer(mem, np.uint8).reshape(kv.shape)
+    if not prefill:
+        cache = np.frombuffer(mem, np.uint8).reshape(lay.slots, nb)
+        pulled = np.empty((lay.layers, lay.per_layer, nb), np.uint8)
+    win.Fence()
+    warm_up(win, peer, prefill == (args.mode == "put"))
+    comm.Barrier()
+    t0 = time.monotonic()
+    arrivals, ok = [], True
+    for i in range(lay.layers):
+        if prefill and args.mode == "put":
+            for j, slot in enumerate(lay.table[i]):
+                win.Put(kv[i, j], peer, int(slot) * nb)
+        elif prefill:
+            src[i] = kv[i]
+        if args.mode == "get":
+            win.Fence()  # prefill's layer is ready
+            if not prefill:
+                for j in range(lay.per_layer):
+                    win.Get(pulled[i, j], peer, (i * lay.per_layer + j) * nb)
+        win.Fence()
+        if not prefill:
+            got = cache[lay.table[i]] if args.mode == "put" else pulled[i]
+            arrivals.append(time.monotonic() - t0)
+            ok &= checksum(got) == sums[i]
+    win.Fence(MPI.MODE_NOSUCCEED)
+    if not prefill:
+        ok &= verify(lay, (lambda i: cache[lay.table[i]]) if args.mode == "put" else (lambda i: pulled[i]))
+    win.Free()
+    MPI.Free_mem(mem)
+    return arrivals, ok
+
+
+def report(name, args, lay, arrivals, ok):
+    total = lay.nbytes
+    last = arrivals[-1]
+    print(f"{name:>9}  mode={args.mode}  {lay.layers} layers x {lay.per_layer} blocks x {args.block_kib} KiB = "
+          f"{total / 2**20:.1f} MiB  {total / last / 1e9:6.2f} GB/s  first layer {arrivals[0] * 1e3:7.2f} ms  "
+          f"last layer {last * 1e3:7.2f} ms  verification: {'PASSED' if ok else 'FAILED'}")
+
+
+def main(argv=None):
+    args = parse(argv)
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if size < 2:
+        print("kv_cache_transfer needs at least 2 ranks (mpiexec -n 2 ...)", file=sys.stderr)
+        return 2
+    lay = Layout(args)
+    # Pairs (0,1), (2,3), ...; an odd rank left over sits out (color UNDEFINED).
+    pair = rank // 2 if rank < size - size % 2 else MPI.UNDEFINED
+    sub = comm.Split(pair, rank)
+    results = {}
+    if sub != MPI.COMM_NULL:
+        prefill = sub.Get_rank() == 0
+        peer = 1 - sub.Get_rank()
+        # Decode checks each layer on arrival against prefill's checksums.
+        sums = sub.bcast([checksum(lay.layer(i)) for i in range(lay.layers)] if prefill else None, root=0)
+        runs = [("hixl_rma", run_hixl)] + ([("mpi4py", run_mpi)] if args.compare == "mpi" else [])
+        for name, fn in runs:
+            results[name] = fn(args, lay, sub, peer, prefill, sums)
+        if not prefill:
+            for name, (arrivals, ok) in results.items():
+                report(name, args, lay, arrivals, ok)
+        sub.Free()
+    ok = all(ok for _, ok in results.values())
+    return 0 if comm.allreduce(ok, op=MPI.LAND) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -94,7 +94,7 @@ def run_hixl(args, lay, comm, peer, prefill, sums):
     else:
         win = Win.Allocate(lay.nbytes, comm=comm)
         cache = np.frombuffer(win.tomemory(), np.uint8).reshape(lay.slots, nb)
-        pulled = np.empty((lay.layers, lay.per_layer, nb), np.uint8)
+        pulled = np.ones((lay.layers, lay.per_layer, nb), np.uint8)  # touched: no page faults timed
     offsets = np.stack([np.arange(lay.per_layer) * nb, np.full(lay.per_layer, nb)], axis=1)
     win.Lock_all(hixl_rma.MODE_NOCHECK)
     warm_up(win, peer, prefill == (args.mode == "put"))
@@ -183,6 +183,7 @@ def main(argv=None):
         print("kv_cache_transfer needs at least 2 ranks (mpiexec -n 2 ...)", file=sys.stderr)
         return 2
     lay = Layout(args)
+    hixl_rma.Init()  # collective over COMM_WORLD, before the pairs split off
     # Pairs (0,1), (2,3), ...; an odd rank left over sits out (color UNDEFINED).
     pair = rank // 2 if rank < size - size % 2 else MPI.UNDEFINED
     sub = comm.Split(pair, rank)

@@ -13,6 +13,8 @@ import socket
 import threading
 import time
 
+import numpy as np
+
 from . import _engine
 from .errors import ALREADY_CONNECTED, HixlError, HixlTimeoutError
 
@@ -30,14 +32,22 @@ class _Runtime:
         self.world = MPI.COMM_WORLD
         self.rank = self.world.Get_rank()
         self.size = self.world.Get_size()
-        token = secrets.token_hex(16) if self.rank == 0 else None
-        token = self.world.bcast(token, root=0)
         self.timeout_ms = _engine.default_timeout_ms()
+        # Init is collective over COMM_WORLD; a rank that never joins must
+        # turn into an error here, not a hang.
+        token = np.frombuffer(secrets.token_hex(16).encode(), np.uint8).copy()
+        _wait(self.world.Ibcast(token, root=0), self.timeout_ms, "Init (job token)")
+        token = token.tobytes().decode()
         host = _local_host()
         self.engine = _engine.Engine(
             f"{host}:0",
             {_engine.OPTION_JOB_TOKEN: token, _engine.OPTION_TIMEOUT_MS: str(self.timeout_ms)})
-        self.addresses = self.world.allgather(self.engine.address)
+        mine = np.zeros(_ADDR_BYTES, np.uint8)
+        raw = self.engine.address.encode()
+        mine[:len(raw)] = np.frombuffer(raw, np.uint8)
+        every = np.zeros((self.size, _ADDR_BYTES), np.uint8)
+        _wait(self.world.Iallgather(mine, every), self.timeout_ms, "Init (engine addresses)")
+        self.addresses = [bytes(row).rstrip(b"\0").decode() for row in every]
         self.connected = set()
         self.notify_queues = collections.defaultdict(collections.deque)
         self.next_window_id = 0
@@ -66,6 +76,29 @@ class _Runtime:
 
     def finalize(self):
         self.engine.finalize()
+
+
+_ADDR_BYTES = 64  # "ip:port" / "[ipv6]:port" fits
+
+
+def _wait(req, timeout_ms, what):
+    """Complete Init's non-blocking collective within timeout_ms."""
+    wait_request(req, timeout_ms, lambda: (
+        f"{what}: not every rank of COMM_WORLD joined within {timeout_ms} ms. Init() is "
+        f"collective over COMM_WORLD: call hixl_rma.Init() on every rank (or create the "
+        f"first window on a communicator of all ranks)"))
+
+
+def wait_request(req, timeout_ms, message):
+    """Complete a non-blocking MPI request without spinning a core; on timeout
+    raise HixlTimeoutError(message())."""
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    idle = 0
+    while not req.Test():
+        idle += 1
+        if idle % 64 == 0 and time.monotonic() > deadline:
+            raise HixlTimeoutError(message())
+        sleep_backoff(idle)
 
 
 def _local_host():
@@ -148,18 +181,10 @@ def sleep_backoff(idle):
 
 def barrier(comm, timeout_ms):
     """A barrier that neither spins a core nor waits forever."""
-    if comm.Get_size() == 1:
-        return
-    req = comm.Ibarrier()
-    deadline = time.monotonic() + timeout_ms / 1000.0
-    idle = 0
-    while not req.Test():
-        idle += 1
-        if idle % 64 == 0 and time.monotonic() > deadline:
-            raise HixlTimeoutError(
-                f"barrier on a communicator of {comm.Get_size()} ranks did not complete within "
-                f"{timeout_ms} ms (a peer is dead or not calling the collective)")
-        sleep_backoff(idle)
+    if comm.Get_size() > 1:
+        wait_request(comm.Ibarrier(), timeout_ms, lambda: (
+            f"barrier on a communicator of {comm.Get_size()} ranks did not complete within "
+            f"{timeout_ms} ms (a peer is dead or not calling the collective)"))
 
 
 def wait_notifies(key, sources, timeout_ms, what):

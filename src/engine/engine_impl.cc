@@ -237,6 +237,7 @@ Status HixlImpl::AllocMem(size_t len, MemType type, MemHandle &handle, void *&ad
   } catch (ucs_status_t s) {
     return FromUcs(s, "AllocMem: UCX could not allocate " + std::to_string(len) + " bytes");
   }
+  Prefault(static_cast<char *>(region->map->address()), len);
   std::lock_guard<std::mutex> lk(mu_);
   region->id = next_id_++;
   addr = region->map->address();

@@ -340,7 +340,8 @@ Status HixlImpl::SendNotify(const std::string &remote, const NotifyDesc &notify,
     return Fail(PARAM_INVALID, "SendNotify: name is limited to 1024 bytes and message to 65536 bytes");
   auto deadline = DeadlineIn(timeout_ms);
   // Earlier transfers must be complete at the target before the notify leaves.
-  (void)deadline;
+  st = WaitFlush(peer, deadline, "SendNotify");
+  if (st != SUCCESS) return st;
   uint32_t lens[2] = {static_cast<uint32_t>(nlen), static_cast<uint32_t>(mlen)};
   std::string data(notify.name.GetString(), nlen);
   data.append(notify.notify_msg.GetString(), mlen);

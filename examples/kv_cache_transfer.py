@@ -137,7 +137,7 @@ def run_mpi(args, lay, comm, peer, prefill, sums):
         src = np.frombuffer(mem, np.uint8).reshape(kv.shape)
     if not prefill:
         cache = np.frombuffer(mem, np.uint8).reshape(lay.slots, nb)
-        pulled = np.empty((lay.layers, lay.per_layer, nb), np.uint8)
+        pulled = np.ones((lay.layers, lay.per_layer, nb), np.uint8)
     win.Fence()
     warm_up(win, peer, prefill == (args.mode == "put"))
     comm.Barrier()

@@ -18,7 +18,7 @@ from .comm import Communicator  # noqa: E402
 from .constants import *  # noqa: E402,F401,F403
 from .request import Request  # noqa: E402
 from .runtime import Finalize, Init, Is_initialized  # noqa: E402
-from .win import Win  # noqa: E402
+from .win import Get_address, Win  # noqa: E402
 from .hixl_api import (  # noqa: E402
     DeregisterMemory, Fence, Get, GetRank, GetSize, GetWorldCommunicator, MemoryHandle, Put,
     RegisterMemory)

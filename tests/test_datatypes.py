@@ -36,6 +36,14 @@ def elem_blocks(indices, itemsize):
     return merge_adjacent(np.stack([idx * itemsize, np.full_like(idx, itemsize)], axis=1))
 
 
+def byte_bounds(arr):
+    """(lowest, one past highest) address an array touches."""
+    try:
+        return np.lib.array_utils.byte_bounds(arr)  # numpy >= 2
+    except AttributeError:
+        return np.byte_bounds(arr)
+
+
 def committed(dt):
     dt.Commit()
     return dt
@@ -126,7 +134,7 @@ def test_array_blocks_gather_logical_c_order(make):
     assert buf.dtype == arr.dtype and buf.count == arr.size
     assert buf.obj is arr and buf.device is False
     if arr.size:
-        lo, hi = np.lib.array_utils.byte_bounds(arr)
+        lo, hi = byte_bounds(arr)
         assert buf.address == lo and buf.nbytes == hi - lo
         assert (buf.blocks[:, 1] > 0).all()
         assert (buf.blocks[:, 0] >= 0).all()
@@ -196,7 +204,8 @@ def test_structured_arrays():
     assert buf.dtype is None and buf.count == 24
     pair = np.zeros(3, dtype=[("x", "f8"), ("y", "f8")])
     buf = as_buffer(pair[::2], writable=False)
-    assert buf.dtype == np.float64 and buf.count == 4 and buf.blocks.tolist() == [[0, 16], [32, 16]]
+    assert buf.dtype == np.float64 and buf.count == 4
+    assert buf.blocks.tolist() == [[0, 16], [32, 16]]
 
 
 def test_other_buffer_protocol_objects():
@@ -338,8 +347,8 @@ def test_origin_too_small():
         as_buffer([x, 11, MPI.DOUBLE], writable=False)
     with pytest.raises(BoundsError, match="too small for count 11 of numpy dtype float64"):
         as_buffer([x, 11], writable=False)
-    with pytest.raises(BoundsError, match=r"80 bytes is too small for count 3 of MPI\.C_DOUBLE_COMPLEX"
-                                          r"|80 bytes is too small for count 6 of MPI\.C_DOUBLE_COMPLEX"):
+    with pytest.raises(BoundsError, match=r"80 bytes is too small for count 6 of "
+                                          r"MPI\.C_DOUBLE_COMPLEX \(needs 96 bytes\)"):
         as_buffer([x, 6, MPI.C_DOUBLE_COMPLEX], writable=False)
 
 
@@ -356,7 +365,8 @@ def test_derived_origin_too_small_or_before_start(freed):
 
 
 def test_count_inference_must_divide():
-    with pytest.raises(DatatypeError, match="12 bytes is not a multiple of the extent 8 of MPI.DOUBLE"):
+    with pytest.raises(DatatypeError,
+                       match="12 bytes is not a multiple of the extent 8 of MPI.DOUBLE"):
         as_buffer([bytearray(12), MPI.DOUBLE], writable=False)
 
 
@@ -588,8 +598,11 @@ def test_derived_errors(freed):
         typemap(MPI.DATATYPE_NULL)
     raw = MPI.DOUBLE.Create_vector(2, 1, 2)
     freed.append(raw)
-    with pytest.raises(DatatypeError, match=r"derived datatype \(VECTOR, handle 0x[0-9a-f]+\) is not committed"):
-        typemap(raw)
+    # The commit check relies on MPICH validating it in MPI_Pack_size.
+    if MPI.get_vendor()[0] == "MPICH":
+        with pytest.raises(DatatypeError, match=r"derived datatype \(VECTOR, handle "
+                                                r"0x[0-9a-f]+\) is not committed"):
+            typemap(raw)
     raw.Commit()
     assert typemap(raw).size == 16
     darray = committed(MPI.DOUBLE.Create_darray(1, 0, [8], [MPI.DISTRIBUTE_BLOCK],

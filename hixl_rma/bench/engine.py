@@ -317,6 +317,7 @@ def run(args) -> dict:
             eng.finalize()
         target.stop()
     result["elapsed_s"] = time.monotonic() - t_start
+    result["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
     result["ok"] = bool(result.get("verified"))
     if not result["ok"]:
         print("error: the target's buffer does not hold the bytes written", file=sys.stderr)
@@ -346,6 +347,11 @@ def report(result: dict, file=None) -> None:
         f"median of {cfg['reps']} repetitions of ~{cfg['seconds_per_rep']} s after one warm-up; GB/s = 1e9 B/s",
         "latency: engine = " + lat["engine_metric"] + "; ucx_perftest = " + lat["ucx_perftest_metric"],
     ]
+    load, end = m.get("loadavg"), result.get("loadavg_end")
+    if load and end and m.get("nproc") and (load[0] > 0.5 * m["nproc"] or end[0] > m["nproc"]):
+        # (the benchmark itself keeps about one CPU busy)
+        notes.append(f"warning: the machine was busy (1-min load average {load[0]:.1f} at start, "
+                     f"{end[0]:.1f} at end, {m['nproc']} CPUs): expect noisy numbers")
     if cfg.get("quick"):
         notes.append("--quick: smoke-test iteration counts, ucx_perftest run once per size; not a measurement")
     if perf.get("error"):

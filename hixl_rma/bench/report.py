@@ -90,6 +90,7 @@ def machine_info() -> dict:
         "numpy": np.__version__,
         "platform": platform.platform(),
         "thp": _read("/sys/kernel/mm/transparent_hugepage/enabled"),
+        "loadavg": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
         "ucx_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("UCX_")},
     }
 

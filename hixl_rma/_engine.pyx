@@ -90,7 +90,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     Status AllocMem(Hixl &, size_t, MemType, CMemHandle &, void *&)
     Status GetListenAddress(Hixl &, string &)
     Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t)
-    Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &)
+    Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType)
     Status Flush(Hixl &, const AscendString &, int32_t)
     Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&)
     Status GetStats(Hixl &, Stats &)
@@ -519,14 +519,15 @@ cdef class Engine:
             st = self._h.TransferSync(cr, <TransferOp>cop, v, t)
         _check(st, f"TransferSync({remote!r}, {'READ' if cop == READ else 'WRITE'}, {v.size()} blocks)")
 
-    def post(self, remote, op, descs):
-        """Start a batch without waiting; ``flush(remote)`` completes it."""
+    def post(self, remote, op, descs, bint local_device=False):
+        """Start a batch without waiting; ``flush(remote)`` completes it.
+        ``local_device``: the local buffers are device memory."""
         self._alive()
         cdef vector[TransferOpDesc] v
         _descs(descs, v)
-        _post(self, remote, op, v)
+        _post(self, remote, op, v, local_device)
 
-    def post1(self, remote, op, local_addr, remote_addr, length):
+    def post1(self, remote, op, local_addr, remote_addr, length, bint local_device=False):
         """``post`` of one block, without building a descriptor array."""
         self._alive()
         cdef vector[TransferOpDesc] v
@@ -534,7 +535,7 @@ cdef class Engine:
         v[0].local_addr = _uint(local_addr, "local_addr")
         v[0].remote_addr = _uint(remote_addr, "remote_addr")
         v[0].len = _uint(length, "length")
-        _post(self, remote, op, v)
+        _post(self, remote, op, v, local_device)
 
     def transfer_async(self, remote, op, descs, keep=None):
         """Post a batch; returns a TransferRequest (``keep`` is held until it completes)."""
@@ -692,13 +693,13 @@ cdef class Engine:
         return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops)
 
 
-cdef int _post(Engine self, remote, object op, vector[TransferOpDesc] &v) except -1:
+cdef int _post(Engine self, remote, object op, vector[TransferOpDesc] &v, bint local_device) except -1:
     cdef bytes r = _b(remote, "remote")
     cdef AscendString cr = AscendString(r, len(r))
     cdef Status st
     cdef int cop = _opcode(op)
     with nogil:
-        st = TransferPost(self._h[0], cr, <TransferOp>cop, v)
+        st = TransferPost(self._h[0], cr, <TransferOp>cop, v, MEM_DEVICE if local_device else MEM_HOST)
     _check(st, f"TransferPost({remote!r}, {v.size()} blocks)")
     return 0
 

@@ -36,7 +36,7 @@ inline Status GetListenAddress(Hixl &, std::string &) { return UNSUPPORTED; }
 inline Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t) {
   return UNSUPPORTED;
 }
-inline Status TransferPost(Hixl &, const AscendString &, TransferOp, const std::vector<TransferOpDesc> &) {
+inline Status TransferPost(Hixl &, const AscendString &, TransferOp, const std::vector<TransferOpDesc> &, MemType) {
   return UNSUPPORTED;
 }
 inline Status Flush(Hixl &, const AscendString &, int32_t) { return UNSUPPORTED; }

@@ -16,6 +16,7 @@ import numpy as np
 from . import _engine
 from ._datatypes import as_buffer, target_blocks
 from .constants import PROC_NULL
+from .device import copy_to_device, is_device, to_host
 from .errors import DatatypeError, HixlTimeoutError, ParamError
 from .ops import NO_OP, REPLACE, SUM, as_op, native_atomic
 from .request import Request
@@ -76,7 +77,7 @@ def _slice_descs(descs, lo, hi):
 class _Acc:
     """One parsed accumulate: target, op, element type and target blocks."""
 
-    __slots__ = ("t", "op", "dtype", "tblk", "tbase", "origin", "result", "count")
+    __slots__ = ("t", "op", "dtype", "tblk", "tbase", "origin", "result", "count", "device_result")
 
 
 class AccumulateMixin:
@@ -86,7 +87,11 @@ class AccumulateMixin:
         a = _Acc()
         a.op = as_op(op, what)
         a.t = self._target(target_rank, what)
-        ob = as_buffer(origin, writable=False)
+        # The op runs at the origin on the host: device origins are copied there.
+        ob = as_buffer(to_host(origin) if is_device(origin) else origin, writable=False)
+        a.device_result = result if result is not None and is_device(result) else None
+        if a.device_result is not None:
+            result = to_host(result)  # filled on the host, then copied back (_put_result)
         rb = as_buffer(result, writable=True, name="result") if result is not None else None
         if count1:  # Fetch_and_op / Compare_and_swap: one element of the origin's type
             ob = _first_element(ob, what, "origin")
@@ -120,7 +125,8 @@ class AccumulateMixin:
             return np.zeros(0, a.dtype) if fetch else None
         values = gather(a.origin, a.dtype) if a.op is not NO_OP else None
         native = native_atomic(a.op, a.dtype)
-        if native is not None:
+        # UCX has no atomics on device memory: device windows take the locked path.
+        if native is not None and a.t.mem_type != _engine.MEM_DEVICE:
             addrs = a.tbase + _byte_index(a.tblk, 8)
             if not (addrs % 8).any():
                 return self._acc_native(a, native, addrs, values, fetch)
@@ -194,14 +200,14 @@ class AccumulateMixin:
         """Accumulate that also returns the previous target values in result."""
         a = self._acc_parse("Get_accumulate", origin, result, target_rank, target, op)
         if a is not None:
-            scatter(a.result, self._acc_run(a, True))
+            self._put_result(a, self._acc_run(a, True))
 
     def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=SUM):
         """Get_accumulate of one element."""
         a = self._acc_parse("Fetch_and_op", origin, result, target_rank, _disp(target_disp), op,
                             count1=True)
         if a is not None:
-            scatter(a.result, self._acc_run(a, True))
+            self._put_result(a, self._acc_run(a, True))
 
     def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
         """Store origin at the target if it equals compare; result gets the old value."""
@@ -219,9 +225,15 @@ class AccumulateMixin:
         if a.dtype.itemsize == 8 and addr % 8 == 0:
             old = self._engine.atomic_cas(a.t.addr, addr, int(cmp.view(np.uint64)[0]),
                                           int(new.view(np.uint64)[0]), self._rt.timeout_ms)
-            scatter(a.result, np.array([old], np.uint64).view(a.dtype))
+            self._put_result(a, np.array([old], np.uint64).view(a.dtype))
             return
-        scatter(a.result, self._cas_locked(a, new, cmp))
+        self._put_result(a, self._cas_locked(a, new, cmp))
+
+    @staticmethod
+    def _put_result(a, values):
+        scatter(a.result, values)
+        if a.device_result is not None:
+            copy_to_device(a.device_result, a.result.obj)
 
     def _cas_locked(self, a, new, cmp):
         t, eng = a.t, self._engine

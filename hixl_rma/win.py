@@ -14,6 +14,7 @@ from . import constants as C
 from . import runtime as _rt
 from ._datatypes import as_buffer, target_blocks
 from .comm import as_communicator
+from .device import device_view, is_device, with_cai
 from .accumulate import AccumulateMixin
 from .epochs import EpochMixin
 from .batch import BatchMixin
@@ -130,6 +131,7 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         self._memory = None     # what tomemory() returns
         self._handle = None     # engine registration of the window memory
         self._attached = {}     # dynamic: addr -> (handle, owner)
+        self._device = False    # the local window memory is device memory
         self._init_epochs()
         try:
             base, size = self._expose(memory)
@@ -138,6 +140,8 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
             self._ctrl64[:] = 0
             proposal = f"{st.rank}.{st.next_window_id}"
             st.next_window_id += 1
+            if self._device:
+                mem_type = _engine.MEM_DEVICE
             meta = (base, size, self._disp_unit, self._ctrl_handle.addr, access, mem_type, proposal)
             metas = self._comm.comm.allgather(meta)
         except BaseException:
@@ -160,13 +164,20 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
             self._handle, arr = _alloc(self._engine, memory)
             self._memory = arr
             return self._handle.addr, memory
-        buf = as_buffer(memory, writable=True, name="window memory")
+        device = is_device(memory)
+        buf = as_buffer(with_cai(memory) if device else memory, writable=True, name="window memory",
+                        allow_device=device)
         if len(buf.blocks) > 1 or (len(buf.blocks) == 1 and buf.blocks[0, 0] != 0):
             raise ParamError("window memory must be contiguous")
         self._memory = memory
         if buf.nbytes == 0:
             return 0, 0
-        self._handle = self._engine.register_mem(buf.obj)
+        if device:
+            # The window keeps the device array alive (self._memory).
+            self._handle = self._engine.register_mem_addr(buf.address, buf.nbytes, _engine.MEM_DEVICE)
+            self._device = True
+        else:
+            self._handle = self._engine.register_mem(buf.obj)
         return self._handle.addr, buf.nbytes
 
     @classmethod
@@ -250,6 +261,8 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         self._check_live("tomemory")
         if self._memory is None:
             return memoryview(b"").cast("B")
+        if self._device:
+            return device_view(self._memory)
         return memoryview(self._memory).cast("B") if not isinstance(self._memory, memoryview) \
             else self._memory
 
@@ -447,14 +460,14 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
                               f"length {hi - lo} bytes exceeds the window size {t.size} bytes")
         return t.base
 
-    def _post(self, t, op, descs, keep):
+    def _post(self, t, op, descs, keep, local_device=False):
         eng = self._engine
         if _engine.HAS_EXTENSIONS:
             if len(descs) == 1:
                 d = descs[0]
-                eng.post1(t.addr, op, int(d[0]), int(d[1]), int(d[2]))
+                eng.post1(t.addr, op, int(d[0]), int(d[1]), int(d[2]), local_device)
             else:
-                eng.post(t.addr, op, descs)
+                eng.post(t.addr, op, descs, local_device)
             t.pending.append(keep)
             t.dirty = True
         else:
@@ -469,34 +482,38 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
     def Put(self, origin, target_rank, target=None):
         """Write origin into the target window (completes at the next sync)."""
         t = self._target(target_rank, "Put")
-        ob = as_buffer(origin, writable=False)
+        ob = _origin(origin, False)
         if t is None:
             return
         self._check_mode(t, _WRITE, "Put")
         descs = self._descs(t, ob, target, "Put")
         if descs is not None:
-            self._post(t, _WRITE, descs, ob.obj)
+            self._post(t, _WRITE, descs, ob.obj, ob.device)
 
     def Get(self, origin, target_rank, target=None):
         """Read the target window into origin (valid after the next sync)."""
         t = self._target(target_rank, "Get")
-        ob = as_buffer(origin, writable=True)
+        ob = _origin(origin, True)
         if t is None:
             return
         self._check_mode(t, _READ, "Get")
         descs = self._descs(t, ob, target, "Get")
         if descs is not None:
-            self._post(t, _READ, descs, ob.obj)
+            self._post(t, _READ, descs, ob.obj, ob.device)
 
     def _rop(self, op, origin, target_rank, target, what):
         t = self._target(target_rank, what)
-        ob = as_buffer(origin, writable=op == _READ)
+        ob = _origin(origin, op == _READ)
         if t is None:
             return Request.completed()
         self._check_mode(t, op, what)
         descs = self._descs(t, ob, target, what)
         if descs is None:
             return Request.completed()
+        if ob.device:
+            # TransferAsync (vendor API) cannot say the origin is device memory.
+            self._post(t, op, descs, ob.obj, True)
+            return Request(lambda: self._flush_target(t), keep=ob.obj)
         if not _engine.HAS_EXTENSIONS:
             self._engine.transfer_sync(t.addr, op, descs, self._rt.timeout_ms)
             return Request.completed()
@@ -518,6 +535,13 @@ def Get_address(memory):
     """The address of a buffer (MPI_Get_address): a target displacement in a
     dynamic window."""
     return as_buffer(memory, writable=False, name="memory").address
+
+
+def _origin(spec, writable):
+    """An origin buffer; device arrays are recognised by interface only."""
+    if type(spec) is not np.ndarray and is_device(spec):
+        return as_buffer(with_cai(spec), writable=writable, allow_device=True)
+    return as_buffer(spec, writable=writable)
 
 
 def _check_size(size):

@@ -112,7 +112,8 @@ class HixlImpl {
   Status GetNotifies(std::vector<NotifyDesc> &notifies);
   Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value,
                 uint64_t compare, uint64_t *result, int32_t timeout_ms);
-  Status TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs);
+  Status TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                      MemType local_type);
   Status Flush(const std::string &remote, int32_t timeout_ms);
   Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr);
   Status GetStats(ext::Stats &stats);
@@ -153,7 +154,7 @@ class HixlImpl {
                  std::vector<const engine::RemoteRegion *> &where, std::shared_lock<std::shared_mutex> &lock,
                  Deadline deadline);
   Status Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
-              Deadline deadline, bool &posted);
+              Deadline deadline, bool &posted, bool local_host = true);
   Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what);
   void Retire(engine::Peer &peer, std::shared_ptr<engine::RemoteKey> key);
   ucs_status_t PeerAbort(const engine::Peer &peer) const;

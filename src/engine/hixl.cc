@@ -96,8 +96,8 @@ Status Atomic(Hixl &e, const AscendString &remote, AtomicOp op, uintptr_t remote
 }
 
 Status TransferPost(Hixl &e, const AscendString &remote, TransferOp operation,
-                    const std::vector<TransferOpDesc> &op_descs) {
-  HIXL_EXT_FORWARD(e, TransferPost(remote.GetString(), operation, op_descs));
+                    const std::vector<TransferOpDesc> &op_descs, MemType local_type) {
+  HIXL_EXT_FORWARD(e, TransferPost(remote.GetString(), operation, op_descs, local_type));
 }
 
 Status Flush(Hixl &e, const AscendString &remote, int32_t timeout_in_millis) {

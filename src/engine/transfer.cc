@@ -109,7 +109,7 @@ Status HixlImpl::Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc> 
 }
 
 Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                      Deadline deadline, bool &posted) {
+                      Deadline deadline, bool &posted, bool local_host) {
   if (op != READ && op != WRITE) return Fail(PARAM_INVALID, "transfer: operation must be READ or WRITE");
   posted = false;
   std::shared_lock<std::shared_mutex> lock(peer->table_mu);
@@ -125,7 +125,7 @@ Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tran
     const auto &d = descs[i];
     bytes += d.len;
     void *local = reinterpret_cast<void *>(d.local_addr);
-    if (r->mapped != nullptr) {
+    if (r->mapped != nullptr && local_host) {
       char *remote = r->mapped + (d.remote_addr - r->addr);
       if (op == WRITE)
         std::memcpy(remote, local, d.len);
@@ -200,12 +200,13 @@ Status HixlImpl::TransferAsync(const std::string &remote, TransferOp op, const s
   return SUCCESS;
 }
 
-Status HixlImpl::TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs) {
+Status HixlImpl::TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                              MemType local_type) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
   bool posted = false;
-  return Post(peer, op, descs, DeadlineIn(default_timeout_ms_), posted);
+  return Post(peer, op, descs, DeadlineIn(default_timeout_ms_), posted, local_type == MEM_HOST);
 }
 
 Status HixlImpl::GetTransferStatus(const TransferReq &req, TransferStatus &status) {

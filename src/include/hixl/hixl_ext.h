@@ -75,9 +75,11 @@ Status Atomic(Hixl &engine, const AscendString &remote_engine, AtomicOp op, uint
  * @brief Start a batch without waiting (MPI_Put/MPI_Get semantics): bounds
  *        are checked before any byte moves; completion comes with Flush.
  *        Local buffers must stay untouched until then.
+ * @param local_type where the local buffers live: device memory is never
+ *        touched by the CPU (no memcpy path), UCX moves it.
  */
 Status TransferPost(Hixl &engine, const AscendString &remote_engine, TransferOp operation,
-                    const std::vector<TransferOpDesc> &op_descs);
+                    const std::vector<TransferOpDesc> &op_descs, MemType local_type = MEM_HOST);
 
 /** @brief Remote completion of all work posted so far to one peer. */
 Status Flush(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in_millis);

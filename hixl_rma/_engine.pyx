@@ -89,6 +89,8 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         uint64_t bytes_written, bytes_read, ops
     Status AllocMem(Hixl &, size_t, MemType, CMemHandle &, void *&)
     Status GetListenAddress(Hixl &, string &)
+    Status WithdrawMem(Hixl &, CMemHandle, void *&)
+    void ReleaseWithdrawn(void *)
     Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t)
     Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType)
     Status Flush(Hixl &, const AscendString &, int32_t)
@@ -203,23 +205,24 @@ cdef class MemHandle:
     cdef readonly bint allocated
     cdef readonly object owner
     cdef int _exports
-    cdef bint _pending_release
+    cdef void *_keep  # withdrawn engine memory kept mapped for live views
     cdef Py_ssize_t _shape[1]
     cdef Py_ssize_t _strides[1]
     cdef object __weakref__
 
     def __cinit__(self):
         self._h = NULL
+        self._keep = NULL
         self._has_view = False
         self._exports = 0
 
     @property
     def registered(self):
         """True until deregistered (or the engine finalized)."""
-        return self._h != NULL and not self._pending_release
+        return self._h != NULL
 
     def __getbuffer__(self, Py_buffer *buffer, int flags):
-        if self._h == NULL or self._pending_release:
+        if self._h == NULL:
             raise ParamError("memory handle is deregistered")
         self._shape[0] = <Py_ssize_t>self.length
         self._strides[0] = 1
@@ -238,32 +241,44 @@ cdef class MemHandle:
 
     def __releasebuffer__(self, Py_buffer *buffer):
         self._exports -= 1
-        if self._exports == 0 and self._pending_release:
-            self._release()
+        if self._exports == 0 and self._h == NULL:
+            self._drop_memory()
 
-    cdef _release(self):
-        cdef Status st = 0
-        if self._h != NULL and self.engine is not None and self.engine._h != NULL:
-            with nogil:
-                st = self.engine._h.DeregisterMem(self._h)
-        self._h = NULL
-        self._pending_release = False
+    cdef _drop_memory(self):
+        # No view and no registration is left: the memory may go.
+        if self._keep != NULL:
+            ReleaseWithdrawn(self._keep)
+            self._keep = NULL
         if self._has_view:
             PyBuffer_Release(&self._view)
             self._has_view = False
         self.owner = None
+
+    cdef Status _deregister(self) except? 1:
+        """Peers lose access now; the memory stays while local views exist."""
+        cdef Status st = 0
+        cdef void *keep = NULL
+        if self._exports > 0 and self.allocated:
+            with nogil:
+                st = WithdrawMem(self.engine._h[0], self._h, keep)
+            self._keep = keep
+        else:
+            with nogil:
+                st = self.engine._h.DeregisterMem(self._h)
+        self._h = NULL
+        if self._exports == 0:
+            self._drop_memory()
         return st
 
     cdef _forget(self):
         # The engine finalized: its regions are gone with it.
         self._h = NULL
-        self._pending_release = False
-        if self._has_view:
-            PyBuffer_Release(&self._view)
-            self._has_view = False
-        self.owner = None
+        if self._exports == 0:
+            self._drop_memory()
 
     def __dealloc__(self):
+        if self._keep != NULL:
+            ReleaseWithdrawn(self._keep)
         if self._has_view:
             PyBuffer_Release(&self._view)
 
@@ -391,6 +406,9 @@ cdef class Engine:
             return
         handles = list(self._handles.values())
         self._handles.clear()
+        for h in handles:  # engine memory that local views still use outlives Finalize
+            if (<MemHandle>h)._exports > 0 and (<MemHandle>h).allocated:
+                (<MemHandle>h)._deregister()
         with nogil:
             self._h.Finalize()
         for h in handles:  # buffers are released once nothing can reach them
@@ -474,14 +492,10 @@ cdef class Engine:
         self._alive()
         if handle.engine is not self:
             raise ParamError("memory handle belongs to another engine")
-        if handle._h == NULL or handle._pending_release:
+        if handle._h == NULL:
             raise ParamError(f"memory handle at addr={handle.addr} is already deregistered")
         self._handles.pop(<uintptr_t>handle._h, None)
-        if handle._exports > 0:
-            # Views of engine memory are alive: unmap once the last one goes.
-            handle._pending_release = True
-            return
-        _check(handle._release(), "DeregisterMem")
+        _check(handle._deregister(), "DeregisterMem")
 
     def connect(self, remote, timeout_ms=None):
         """Handshake with a listening engine (job token checked)."""

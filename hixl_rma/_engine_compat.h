@@ -33,6 +33,8 @@ struct PeerStats {
 };
 inline Status AllocMem(Hixl &, size_t, MemType, MemHandle &, void *&) { return UNSUPPORTED; }
 inline Status GetListenAddress(Hixl &, std::string &) { return UNSUPPORTED; }
+inline Status WithdrawMem(Hixl &, MemHandle, void *&) { return UNSUPPORTED; }
+inline void ReleaseWithdrawn(void *) {}
 inline Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t) {
   return UNSUPPORTED;
 }

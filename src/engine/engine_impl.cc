@@ -247,8 +247,23 @@ Status HixlImpl::AllocMem(size_t len, MemType type, MemHandle &handle, void *&ad
 }
 
 Status HixlImpl::DeregisterMem(MemHandle handle) {
-  if (!initialized()) return Fail(FAILED, "DeregisterMem: engine is not initialized");
   std::unique_ptr<engine::LocalRegion> region;
+  Status st = Withdraw(handle, region);
+  region.reset();  // unmapped only now that no peer can reach it
+  return st;
+}
+
+Status HixlImpl::WithdrawMem(MemHandle handle, void *&keep) {
+  std::unique_ptr<engine::LocalRegion> region;
+  Status st = Withdraw(handle, region);
+  keep = st == SUCCESS ? region.release() : nullptr;
+  return st;
+}
+
+void HixlImpl::ReleaseWithdrawn(void *keep) { delete static_cast<engine::LocalRegion *>(keep); }
+
+Status HixlImpl::Withdraw(MemHandle handle, std::unique_ptr<engine::LocalRegion> &region) {
+  if (!initialized()) return Fail(FAILED, "DeregisterMem: engine is not initialized");
   std::unique_lock<std::mutex> lk(mu_);
   auto it = regions_.find(handle);
   if (it == regions_.end()) return Fail(PARAM_INVALID, "DeregisterMem: unknown or already deregistered handle");
@@ -272,8 +287,6 @@ Status HixlImpl::DeregisterMem(MemHandle handle) {
     ack_cv_.wait_until(lk, deadline, [&] { return wait->pending.empty() || !running_; });
     ack_waits_.erase(req_id);
   }
-  lk.unlock();
-  region.reset();
   return SUCCESS;
 }
 

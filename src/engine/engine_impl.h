@@ -101,6 +101,8 @@ class HixlImpl {
   Status RegisterMem(const MemDesc &mem, MemType type, MemHandle &handle);
   Status AllocMem(size_t len, MemType type, MemHandle &handle, void *&addr);
   Status DeregisterMem(MemHandle handle);
+  Status WithdrawMem(MemHandle handle, void *&keep);
+  static void ReleaseWithdrawn(void *keep);
   Status Connect(const std::string &remote, int32_t timeout_ms);
   Status Disconnect(const std::string &remote, int32_t timeout_ms);
   Status TransferSync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
@@ -126,6 +128,7 @@ class HixlImpl {
   using Deadline = engine::Clock::time_point;
 
   // control plane (engine_impl.cc)
+  Status Withdraw(MemHandle handle, std::unique_ptr<engine::LocalRegion> &region);
   void ProgressLoop();
   void Wake();
   void SignalProgress();

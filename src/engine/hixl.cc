@@ -85,6 +85,10 @@ Status AllocMem(Hixl &e, size_t len, MemType type, MemHandle &handle, void *&add
   HIXL_EXT_FORWARD(e, AllocMem(len, type, handle, addr));
 }
 
+Status WithdrawMem(Hixl &e, MemHandle handle, void *&keep) { HIXL_EXT_FORWARD(e, WithdrawMem(handle, keep)); }
+
+void ReleaseWithdrawn(void *keep) { HixlImpl::ReleaseWithdrawn(keep); }
+
 Status GetListenAddress(Hixl &e, std::string &address) {
   address = ImplOf(e)->listen_address();
   return ImplOf(e)->initialized() ? SUCCESS : engine::Fail(FAILED, "engine is not initialized");

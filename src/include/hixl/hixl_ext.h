@@ -59,6 +59,16 @@ struct PeerStats {
  */
 Status AllocMem(Hixl &engine, size_t len, MemType type, MemHandle &handle, void *&addr);
 
+/**
+ * @brief Deregister a region (peers lose access before this returns) but keep
+ *        its memory mapped for local users still holding views of it; the
+ *        mapping outlives even Finalize until ReleaseWithdrawn(keep).
+ */
+Status WithdrawMem(Hixl &engine, MemHandle handle, void *&keep);
+
+/** @brief Unmap a region withdrawn by WithdrawMem. */
+void ReleaseWithdrawn(void *keep);
+
 /** @brief The "ip:port" this engine listens on (the chosen port when 0 was asked). */
 Status GetListenAddress(Hixl &engine, std::string &address);
 

@@ -173,10 +173,15 @@ def _finalize_at_exit():
 
 
 def sleep_backoff(idle):
-    """Back off in a wait loop: spin briefly, then sleep in growing steps."""
-    if idle < 32:
+    """Back off in a wait loop: spin briefly (a sleep costs at least the
+    kernel's 50 us timer slack), then yield the core, then sleep in growing
+    steps up to 1 ms so a long wait costs almost no CPU."""
+    if idle < 64:
         return
-    time.sleep(5e-6 if idle < 256 else (1e-4 if idle < 2048 else 1e-3))
+    if idle < 1024:
+        os.sched_yield()
+        return
+    time.sleep(min(1e-3, (idle - 1023) * 2e-5))
 
 
 def barrier(comm, timeout_ms):

@@ -689,14 +689,16 @@ def target_blocks(target, origin, disp_unit):
         item = origin.dtype.itemsize if origin.dtype is not None else 1
         size = origin.size if count is None else count * item
         if size != origin.size:
-            raise DatatypeError(
-                f"target describes {size} bytes but origin has {origin.size} bytes"
-            )
+            cls = BoundsError if size > origin.size else DatatypeError
+            raise cls(f"target describes {size} bytes but origin has {origin.size} bytes")
         return start, _span(start, size), origin.dtype, size
 
     size = count * tm.size
     if size != origin.size:
-        raise DatatypeError(f"target describes {size} bytes but origin has {origin.size} bytes")
+        # More than the origin holds would run past it: a bounds error, as
+        # for a too large origin count; fewer is a type mismatch.
+        cls = BoundsError if size > origin.size else DatatypeError
+        raise cls(f"target describes {size} bytes but origin has {origin.size} bytes")
     blocks = tm.replicate(count, start)
     if not tm.contiguous and len(blocks):
         lo = int(blocks[:, 0].min())

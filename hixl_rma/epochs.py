@@ -85,7 +85,7 @@ class EpochMixin:
         if self._exposure is not None:
             raise EpochError(f"Fence on window {self._label()}: a PSCW exposure epoch is open")
         self._complete_all()
-        _rt.barrier(self._comm.comm, self._rt.timeout_ms)
+        _rt.barrier(self._comm.comm, self._rt.timeout_ms, self._comm.world_ranks)
         self._fence = not (assertion & C.MODE_NOSUCCEED)
         self._fence_used = False
 

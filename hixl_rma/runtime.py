@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from . import _engine
-from .errors import ALREADY_CONNECTED, HixlError, HixlTimeoutError
+from .errors import ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, PeerFailure
 
 _lock = threading.RLock()
 _state = None
@@ -59,6 +59,11 @@ class _Runtime:
         if world_rank not in self.connected:
             try:
                 self.engine.connect(addr, self.timeout_ms)
+            except NotConnectedError as exc:
+                # Its engine listened before its address was published: a
+                # refused connection means the process is gone.
+                raise PeerFailure(f"world rank {world_rank} (engine {addr}) cannot be reached; "
+                                  f"the process died? ({exc})") from None
             except HixlError as exc:
                 if exc.status != ALREADY_CONNECTED:
                     raise
@@ -73,6 +78,19 @@ class _Runtime:
                 self.notify_queues[key].append((int(src), msg))
             except ValueError:
                 continue  # not ours: ignore a malformed name
+
+    def check_peers(self, world_ranks, what):
+        """Raise PeerFailure if the engine already knows that one of these
+        (connected) world ranks died; a live peer costs one empty flush."""
+        for w in world_ranks:
+            if w == self.rank or w not in self.connected:
+                continue
+            try:
+                self.engine.flush(self.addresses[w], 100)
+            except PeerFailure as exc:
+                raise PeerFailure(f"{what}: world rank {w} failed ({exc})", exc.status) from None
+            except HixlError:
+                continue  # busy or slow is not dead: the caller's timeout decides
 
     def finalize(self):
         self.engine.finalize()
@@ -89,15 +107,28 @@ def _wait(req, timeout_ms, what):
         f"first window on a communicator of all ranks)"))
 
 
-def wait_request(req, timeout_ms, message):
+def wait_request(req, timeout_ms, message, check=None):
     """Complete a non-blocking MPI request without spinning a core; on timeout
-    raise HixlTimeoutError(message())."""
-    deadline = time.monotonic() + timeout_ms / 1000.0
+    raise HixlTimeoutError(message()). ``check()``, called every 0.1 s while
+    waiting, may raise to give up early (a peer known to be dead)."""
+    now = time.monotonic()
+    deadline = now + timeout_ms / 1000.0
+    next_check = now + 0.1
     idle = 0
     while not req.Test():
         idle += 1
-        if idle % 64 == 0 and time.monotonic() > deadline:
-            raise HixlTimeoutError(message())
+        if idle % 64 == 0:
+            now = time.monotonic()
+            if now > deadline:
+                raise HixlTimeoutError(message())
+            if check is not None and now > next_check:
+                next_check = now + 0.1
+                try:
+                    check()
+                except HixlError:
+                    if req.Test():  # it completed after all (the peer left after it)
+                        return
+                    raise
         sleep_backoff(idle)
 
 
@@ -152,10 +183,14 @@ def Finalize():
             return
         for win in list(st.windows):
             win._teardown_local()
-        if not st.MPI.Is_finalized():
-            barrier(st.world, st.timeout_ms)
-        st.finalize()
-        _state = None
+        try:
+            if not st.MPI.Is_finalized():
+                barrier(st.world, st.timeout_ms, range(st.size))
+        finally:
+            # A dead or hung peer must not keep this rank's engine alive:
+            # tear it down, then let the barrier's error propagate.
+            st.finalize()
+            _state = None
 
 
 @atexit.register
@@ -184,12 +219,18 @@ def sleep_backoff(idle):
     time.sleep(min(1e-3, (idle - 1023) * 2e-5))
 
 
-def barrier(comm, timeout_ms):
-    """A barrier that neither spins a core nor waits forever."""
+def barrier(comm, timeout_ms, world_ranks=None):
+    """A barrier that neither spins a core nor waits forever. With the world
+    ranks of ``comm``, a member whose engine is known dead ends the wait
+    early with PeerFailure instead of HixlTimeoutError."""
     if comm.Get_size() > 1:
+        check = None
+        if world_ranks is not None and _state is not None:
+            st, ranks = _state, list(world_ranks)
+            check = lambda: st.check_peers(ranks, "barrier")  # noqa: E731
         wait_request(comm.Ibarrier(), timeout_ms, lambda: (
             f"barrier on a communicator of {comm.Get_size()} ranks did not complete within "
-            f"{timeout_ms} ms (a peer is dead or not calling the collective)"))
+            f"{timeout_ms} ms (a peer is dead or not calling the collective)"), check)
 
 
 def wait_notifies(key, sources, timeout_ms, what):

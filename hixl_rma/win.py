@@ -19,7 +19,8 @@ from .accumulate import AccumulateMixin
 from .epochs import EpochMixin
 from .batch import BatchMixin
 from .notify import NotifyMixin
-from .errors import AccessError, BoundsError, ParamError, UnsupportedError
+from . import errors as _errors
+from .errors import PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError, UnsupportedError
 from .request import Request
 
 # Per-window, per-rank control block (engine-allocated so same-node peers
@@ -33,6 +34,7 @@ CTRL_SIZE = 4096
 DYN_MAX = (CTRL_SIZE - CTRL_DYN_TABLE) // 16
 
 _READ, _WRITE = _engine.READ, _engine.WRITE
+_FAILED = "failed"  # first item of a rank's metadata when its part of a creation failed
 
 
 def _info_dict(info):
@@ -124,8 +126,8 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         self._engine = st.engine
         self._comm = as_communicator(comm)
         self._flavor = flavor
-        self._disp_unit = _check_disp_unit(disp_unit)
-        self._info = _info_dict(info)
+        self._disp_unit = None
+        self._info = {}
         self._name = ""
         self._freed = False
         self._memory = None     # what tomemory() returns
@@ -133,7 +135,10 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         self._attached = {}     # dynamic: addr -> (handle, owner)
         self._device = False    # the local window memory is device memory
         self._init_epochs()
+        error = None
         try:
+            self._disp_unit = _check_disp_unit(disp_unit)
+            self._info = _info_dict(info)
             base, size = self._expose(memory)
             self._ctrl_handle, self._ctrl = _alloc(self._engine, CTRL_SIZE + 8 * self._comm.size)
             self._ctrl64 = self._ctrl.view(np.uint64)
@@ -143,10 +148,29 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
             if self._device:
                 mem_type = _engine.MEM_DEVICE
             meta = (base, size, self._disp_unit, self._ctrl_handle.addr, access, mem_type, proposal)
+        except Exception as exc:
+            # Creation is collective: the other ranks learn of a local failure
+            # through the allgather instead of waiting in it forever.
+            error = exc
+            meta = (_FAILED, type(exc).__name__, str(exc), getattr(exc, "status", None))
+        except BaseException:
+            self._teardown_local()
+            raise
+        try:
             metas = self._comm.comm.allgather(meta)
         except BaseException:
             self._teardown_local()
             raise
+        failed = [(r, m) for r, m in enumerate(metas) if m[0] == _FAILED]
+        if failed:
+            self._teardown_local()
+            if error is not None:
+                raise error
+            r, (_, name, msg, status) = failed[0]
+            exc_class = getattr(_errors, name, None)
+            if not (isinstance(exc_class, type) and issubclass(exc_class, HixlError)):
+                exc_class = HixlError
+            raise exc_class(f"window creation failed at rank {r} of the communicator: {msg}", status)
         self._key = f"w{metas[0][6]}"
         self._targets = [_Target(r, self._comm.world_ranks[r], m[:6]) for r, m in enumerate(metas)]
         self._me = self._targets[self._comm.rank]
@@ -221,11 +245,17 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         if self._freed:
             return
         self._check_free_allowed()
-        self._complete_all()
-        _rt.barrier(self._comm.comm, self._rt.timeout_ms)
+        try:
+            self._complete_all()
+            _rt.barrier(self._comm.comm, self._rt.timeout_ms, self._comm.world_ranks)
+        except HixlError:
+            # A peer died or hung: release this rank's part anyway (the window
+            # is freed here), then report the failure.
+            self._teardown_local()
+            raise
         self._teardown_local()
         # Peers must not see a region vanish while they could still use it.
-        _rt.barrier(self._comm.comm, self._rt.timeout_ms)
+        _rt.barrier(self._comm.comm, self._rt.timeout_ms, self._comm.world_ranks)
 
     free = Free
 
@@ -441,9 +471,26 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         self._check_access(rank, what)
         return self._targets[rank]
 
+    def _in_context(self, exc, what, t, detail=""):
+        """``exc`` again (same class and status), its message naming the call,
+        the target rank and the window: errors of the argument parsers do not
+        know them."""
+        where = f"to rank {t.rank} of" if t is not None else "on"
+        return type(exc)(f"{what} {where} window {self._label()}{detail}: {exc}", exc.status)
+
+    def _origin(self, spec, writable, t, what):
+        """The origin buffer of an RMA call; its errors name the call."""
+        try:
+            return _origin(spec, writable)
+        except ParamError as exc:
+            raise self._in_context(exc, what, t) from None
+
     def _descs(self, t, ob, target, what):
         """Engine descriptors for origin buffer ``ob`` at ``target`` of t."""
-        _, tblk, _, _ = target_blocks(target, ob, t.disp_unit)
+        try:
+            _, tblk, _, _ = target_blocks(target, ob, t.disp_unit)
+        except ParamError as exc:
+            raise self._in_context(exc, what, t, f" ({ob.size} bytes from the origin)") from None
         if not len(tblk):
             return None
         return pair_blocks(ob.blocks, ob.address, tblk, self._target_base(t, tblk, what))
@@ -473,6 +520,15 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         else:
             eng.transfer_sync(t.addr, op, descs, self._rt.timeout_ms)
 
+    def _refused(self, t, descs, what, exc):
+        """The engine refused a transfer (before any byte moved). In a dynamic
+        window the cached region table may predate a Detach at the target:
+        re-check with a fresh table, so that a detached region is reported as
+        the BoundsError it is."""
+        if self._flavor == C.WIN_FLAVOR_DYNAMIC and exc.status == PARAM_INVALID:
+            t.regions = None
+            self._check_dynamic(t, np.asarray(descs, np.int64)[:, 1:3], what)
+
     def _check_mode(self, t, op, what):
         if t.access == C.ACCESS_READ_ONLY and op == _WRITE:
             raise AccessError(f"{what} to rank {t.rank} of window {self._label()}: the region is read-only")
@@ -482,28 +538,36 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
     def Put(self, origin, target_rank, target=None):
         """Write origin into the target window (completes at the next sync)."""
         t = self._target(target_rank, "Put")
-        ob = _origin(origin, False)
+        ob = self._origin(origin, False, t, "Put")
         if t is None:
             return
         self._check_mode(t, _WRITE, "Put")
         descs = self._descs(t, ob, target, "Put")
         if descs is not None:
-            self._post(t, _WRITE, descs, ob.obj, ob.device)
+            try:
+                self._post(t, _WRITE, descs, ob.obj, ob.device)
+            except ParamError as exc:
+                self._refused(t, descs, "Put", exc)
+                raise
 
     def Get(self, origin, target_rank, target=None):
         """Read the target window into origin (valid after the next sync)."""
         t = self._target(target_rank, "Get")
-        ob = _origin(origin, True)
+        ob = self._origin(origin, True, t, "Get")
         if t is None:
             return
         self._check_mode(t, _READ, "Get")
         descs = self._descs(t, ob, target, "Get")
         if descs is not None:
-            self._post(t, _READ, descs, ob.obj, ob.device)
+            try:
+                self._post(t, _READ, descs, ob.obj, ob.device)
+            except ParamError as exc:
+                self._refused(t, descs, "Get", exc)
+                raise
 
     def _rop(self, op, origin, target_rank, target, what):
         t = self._target(target_rank, what)
-        ob = _origin(origin, op == _READ)
+        ob = self._origin(origin, op == _READ, t, what)
         if t is None:
             return Request.completed()
         self._check_mode(t, op, what)
@@ -517,7 +581,11 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         if not _engine.HAS_EXTENSIONS:
             self._engine.transfer_sync(t.addr, op, descs, self._rt.timeout_ms)
             return Request.completed()
-        tr = self._engine.transfer_async(t.addr, op, descs, keep=ob.obj)
+        try:
+            tr = self._engine.transfer_async(t.addr, op, descs, keep=ob.obj)
+        except ParamError as exc:
+            self._refused(t, descs, what, exc)
+            raise
         timeout = self._rt.timeout_ms
         return Request(lambda: tr.wait(timeout), lambda: tr.status() != _engine.TRANSFER_WAITING
                        and (tr.wait(timeout) is None), keep=ob.obj)

@@ -200,15 +200,8 @@ Status HixlImpl::RegisterMem(const MemDesc &mem, MemType type, MemHandle &handle
   if (mem.addr == 0 || mem.len == 0) return Fail(PARAM_INVALID, "RegisterMem: null address or zero length");
   if (mem.addr + mem.len < mem.addr) return Fail(PARAM_INVALID, "RegisterMem: region wraps around");
   if (type != MEM_HOST && type != MEM_DEVICE) return Fail(PARAM_INVALID, "RegisterMem: unknown memory type");
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (auto &kv : regions_) {
-      const auto &r = *kv.second;
-      if (mem.addr < r.addr() + r.len() && r.addr() < mem.addr + mem.len)
-        return Fail(PARAM_INVALID, "RegisterMem: [" + std::to_string(mem.addr) + ", +" + std::to_string(mem.len) +
-                                       ") overlaps a registered region");
-    }
-  }
+  // Overlapping registrations are allowed (MPI lets several windows expose
+  // the same memory); each is a region of its own with its own key.
   auto region = std::make_unique<engine::LocalRegion>();
   region->type = type;
   region->allocated = false;

@@ -26,10 +26,12 @@ Clock::time_point DeadlineIn(int32_t ms) { return Clock::now() + std::chrono::mi
 const RemoteRegion *Find(const std::vector<RemoteRegion> &rs, uintptr_t addr, size_t len) {
   auto it = std::upper_bound(rs.begin(), rs.end(), addr,
                              [](uintptr_t a, const RemoteRegion &r) { return a < r.addr; });
-  if (it == rs.begin()) return nullptr;
-  --it;
-  if (len > it->len || addr - it->addr > it->len - len) return nullptr;
-  return &*it;
+  // Regions may overlap: the nearest one below usually covers, else look further down.
+  while (it != rs.begin()) {
+    --it;
+    if (len <= it->len && addr - it->addr <= it->len - len) return &*it;
+  }
+  return nullptr;
 }
 
 std::string Range(uintptr_t addr, size_t len) {

@@ -6,6 +6,7 @@ namespace hixl {
 namespace engine {
 
 Context::Context() {
+  InstallPeerDeathFilter();
   ucp_config_t *config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) throw st;

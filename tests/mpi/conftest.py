@@ -1,0 +1,52 @@
+"""Fixtures of the multi-rank tests (run under mpiexec with pytest-mpi).
+
+Run: ``mpiexec -n 2 python -m pytest --with-mpi -q tests/mpi`` (any size >= 2);
+``-m core`` selects the subset that is also run with ``UCX_TLS=tcp``.
+
+Every test is collective: all ranks run it in step. A test makes its checks
+after its last collective call where it can, so that a failing rank does not
+leave the others waiting in a barrier (and every wait has a timeout anyway).
+"""
+import pytest
+from mpi4py import MPI
+
+import hixl_rma
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "core: the essential multi-rank subset (put/get in each sync mode, locks, "
+                   "PSCW, errors), also run over UCX_TLS=tcp")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _hixl_init():
+    hixl_rma.Init()
+    yield
+
+
+@pytest.fixture
+def comm():
+    return MPI.COMM_WORLD
+
+
+@pytest.fixture
+def rank(comm):
+    return comm.Get_rank()
+
+
+@pytest.fixture
+def size(comm):
+    return comm.Get_size()
+
+
+@pytest.fixture
+def right(rank, size):
+    """The ring neighbour this rank writes to."""
+    return (rank + 1) % size
+
+
+@pytest.fixture
+def left(rank, size):
+    """The ring neighbour that writes to this rank."""
+    return (rank - 1) % size

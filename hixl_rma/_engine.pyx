@@ -95,6 +95,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType)
     Status Flush(Hixl &, const AscendString &, int32_t)
     Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&)
+    uint64_t MappingGeneration(Hixl &)
     Status GetStats(Hixl &, Stats &)
     Status GetPeerStats(Hixl &, const AscendString &, PeerStats &)
     string LastError() except +
@@ -753,3 +754,4 @@ cdef int _descs(object descs, vector[TransferOpDesc] &v) except -1:
     with nogil:
         FillDescs(v, &a[0, 0] if a.shape[0] else NULL, a.shape[0])
     return 0
+include "_fastpath.pxi"

@@ -18,7 +18,7 @@ from ._datatypes import as_buffer, target_blocks
 from .constants import PROC_NULL
 from .device import copy_to_device, is_device, to_host
 from .errors import DatatypeError, HixlTimeoutError, ParamError
-from .ops import NO_OP, REPLACE, SUM, as_op, native_atomic
+from .ops import BAND, BOR, BXOR, NO_OP, REPLACE, SUM, Op, as_op, native_atomic
 from .request import Request
 
 CHUNK_BYTES = 64 * 1024
@@ -143,14 +143,14 @@ class AccumulateMixin:
             if t.last_atomic not in (None, native):
                 self._flush_target(t)  # keep this origin's accumulates in order
             eng.atomic_many(t.addr, native, addrs, u64, False)
-            t.dirty = True
+            self._fast.mark_dirty(t.rank, None)
             t.last_atomic = native
             return None
         return old.view(a.dtype) if fetch else None
 
     def _acc_locked(self, a, values, fetch):
         t, eng = a.t, self._engine
-        if t.dirty and self._info.get("accumulate_ordering") != "none":
+        if self._fast.is_dirty(t.rank) and self._info.get("accumulate_ordering") != "none":
             self._flush_target(t)  # posted atomics first: accumulates are ordered
         isz = a.dtype.itemsize
         tmp = np.empty(a.count, a.dtype)
@@ -190,8 +190,20 @@ class AccumulateMixin:
 
     # ------------------------------------------------------------- API
 
+    def _fast_atomic(self, op, origin, compare, result, target_rank, target, whole):
+        """The C hot path for one 8-byte integer element (native atomics only,
+        so it agrees with _acc_run's choice of path)."""
+        code = _FAST_CODES.get(op) if type(op) is Op or op is _CSWAP else None
+        if code is None or type(target_rank) is not int or not 0 <= target_rank < len(self._targets):
+            return False
+        if self._targets[target_rank].last_atomic is not None:
+            return False  # posted atomics first: this origin's accumulates stay ordered
+        return self._fast.atomic(origin, compare, result, target_rank, target, code, whole)
+
     def Accumulate(self, origin, target_rank, target=None, op=SUM):
         """Element-wise atomic ``target = op(target, origin)``."""
+        if self._fast_atomic(op, origin, None, None, target_rank, target, True):
+            return
         a = self._acc_parse("Accumulate", origin, None, target_rank, target, op)
         if a is not None:
             self._acc_run(a, False)
@@ -204,6 +216,8 @@ class AccumulateMixin:
 
     def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=SUM):
         """Get_accumulate of one element."""
+        if self._fast_atomic(op, origin, None, result, target_rank, target_disp, False):
+            return
         a = self._acc_parse("Fetch_and_op", origin, result, target_rank, _disp(target_disp), op,
                             count1=True)
         if a is not None:
@@ -211,6 +225,8 @@ class AccumulateMixin:
 
     def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
         """Store origin at the target if it equals compare; result gets the old value."""
+        if self._fast_atomic(_CSWAP, origin, compare, result, target_rank, target_disp, False):
+            return
         a = self._acc_parse("Compare_and_swap", origin, result, target_rank, _disp(target_disp),
                             REPLACE, count1=True)
         cb = _first_element(as_buffer(compare, writable=False, name="compare"), "Compare_and_swap", "compare")
@@ -262,9 +278,14 @@ class AccumulateMixin:
 
     def _acc_request(self, target_rank):
         t = None if target_rank == PROC_NULL else self._targets[target_rank]
-        if t is None or not t.dirty:
+        if t is None or not self._fast.is_dirty(t.rank):
             return Request.completed()
         return Request(lambda: self._flush_target(t))
+
+
+_CSWAP = object()  # Compare_and_swap's key in _FAST_CODES
+_FAST_CODES = {SUM: _engine.FAST_ADD, BAND: _engine.FAST_AND, BOR: _engine.FAST_OR, BXOR: _engine.FAST_XOR,
+               REPLACE: _engine.FAST_SWAP, NO_OP: _engine.FAST_NOOP, _CSWAP: _engine.FAST_CSWAP}
 
 
 def _pair_one(local, nbytes, tblk, tbase):

@@ -22,7 +22,7 @@ class EpochMixin:
 
     def _init_epochs(self):
         self._fence = False       # a fence epoch is open
-        self._fence_used = False  # RMA was issued in it
+        self._fence_rma = False   # RMA was issued in it (see _fence_used)
         self._access = None       # PSCW access group (set of ranks) after Start
         self._exposure = None     # PSCW exposure group (list of ranks) after Post
         self._locks = {}          # rank -> (lock_type, acquired)
@@ -30,6 +30,25 @@ class EpochMixin:
         self._always_open = False  # HIXL-style face: no epochs to open
 
     # ----------------------------------------------------------- checks
+
+    @property
+    def _fence_used(self):
+        return self._fence_rma or self._fast.fence_used
+
+    @_fence_used.setter
+    def _fence_used(self, value):
+        self._fence_rma = value
+        self._fast.fence_used = value
+
+    def _sync_fast(self):
+        """Mirror the epoch state into the C hot path (FastWin)."""
+        fast = self._fast
+        fast.open_all = bool(self._always_open or self._lock_all)
+        fast.fence_open = bool(self._fence)
+        access = self._access or ()
+        for t in self._targets:
+            r = t.rank
+            fast.set_epoch(r, r in self._locks or r in access, r in self._locks)
 
     def _check_access(self, rank, what):
         if self._always_open or self._lock_all or rank in self._locks:
@@ -65,10 +84,9 @@ class EpochMixin:
     # -------------------------------------------------------- completion
 
     def _flush_target(self, t):
-        if t.dirty:
+        if self._fast.is_dirty(t.rank):
             self._engine.flush(t.addr, self._rt.timeout_ms)
-            t.dirty = False
-            t.pending.clear()
+            self._fast.take_dirty(t.rank)  # completed: the kept buffers may go
             t.last_atomic = None
 
     def _complete_all(self):
@@ -88,6 +106,7 @@ class EpochMixin:
         _rt.barrier(self._comm.comm, self._rt.timeout_ms, self._comm.world_ranks)
         self._fence = not (assertion & C.MODE_NOSUCCEED)
         self._fence_used = False
+        self._sync_fast()
 
     # -------------------------------------------------------------- PSCW
 
@@ -103,6 +122,7 @@ class EpochMixin:
             raise EpochError(f"Post on window {self._label()}: an exposure epoch is already open")
         ranks = self._comm.group_ranks(group, "Post")
         self._fence = False
+        self._sync_fast()
         for r in ranks:
             self._notify(self._targets[r], "post")
         self._exposure = ranks
@@ -118,6 +138,7 @@ class EpochMixin:
                               self._rt.timeout_ms, f"Start on window {self._label()}")
         self._fence = False
         self._access = set(ranks)
+        self._sync_fast()
 
     def Complete(self):
         """End the access epoch: complete all RMA, tell each target."""
@@ -129,6 +150,7 @@ class EpochMixin:
             self._flush_target(t)
             self._notify(t, "complete")  # the engine sends it after the data
         self._access = None
+        self._sync_fast()
 
     def Wait(self):
         """End the exposure epoch: wait for Complete from every origin."""
@@ -214,6 +236,7 @@ class EpochMixin:
             self._acquire(t, lock_type)
         self._fence = False
         self._locks[rank] = (lock_type, acquired)
+        self._sync_fast()
 
     def _check_no_epoch_but_locks(self, what):
         if self._access is not None:
@@ -233,6 +256,7 @@ class EpochMixin:
         t = self._targets[rank]
         self._flush_target(t)
         lock_type, acquired = self._locks.pop(rank)
+        self._sync_fast()
         if acquired:
             self._release(t, lock_type)
 
@@ -256,6 +280,7 @@ class EpochMixin:
             raise
         self._fence = False
         self._lock_all = (True, acquired)
+        self._sync_fast()
 
     def Unlock_all(self):
         """Complete all RMA and release the shared locks of Lock_all."""
@@ -265,12 +290,15 @@ class EpochMixin:
         self._complete_all()
         _, acquired = self._lock_all
         self._lock_all = False
+        self._sync_fast()
         if acquired:
             for t in self._targets:
                 self._release(t, C.LOCK_SHARED)
 
     def Flush(self, rank):
         """Remote completion of all RMA to ``rank`` (inside a passive epoch)."""
+        if self._fast.flush(rank):
+            return
         self._check_live("Flush")
         if rank == C.PROC_NULL:
             return

@@ -46,8 +46,7 @@ class NotifyMixin:
             self._wait_credit(t, limit, what)
         self._engine.send_notify(t.addr, f"{self._key}:n/{self._rt.rank}", _TAG.pack(tag), self._rt.timeout_ms)
         t.notified += 1
-        t.dirty = False  # send_notify flushed everything before it
-        t.pending.clear()
+        self._fast.take_dirty(t.rank)  # send_notify flushed everything before it
 
     def _wait_credit(self, t, limit, what):
         word = np.zeros(1, np.uint64)

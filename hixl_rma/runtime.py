@@ -48,6 +48,7 @@ class _Runtime:
         every = np.zeros((self.size, _ADDR_BYTES), np.uint8)
         _wait(self.world.Iallgather(mine, every), self.timeout_ms, "Init (engine addresses)")
         self.addresses = [bytes(row).rstrip(b"\0").decode() for row in every]
+        _engine.set_default_timeout(self.timeout_ms)
         self.connected = set()
         self.notify_queues = collections.defaultdict(collections.deque)
         self.next_window_id = 0

@@ -78,14 +78,12 @@ class _Target:
     """What an origin knows of one rank of the window."""
 
     __slots__ = ("rank", "world", "base", "size", "disp_unit", "ctrl", "access", "mem_type",
-                 "_addr", "pending", "dirty", "regions", "last_atomic", "notified", "credit")
+                 "_addr", "regions", "last_atomic", "notified", "credit")
 
     def __init__(self, rank, world, meta):
         self.rank, self.world = rank, world
         self.base, self.size, self.disp_unit, self.ctrl, self.access, self.mem_type = meta
         self._addr = None
-        self.pending = []   # buffers of posted, not yet completed operations
-        self.dirty = False
         self.regions = None  # dynamic windows: cached attached regions
         self.last_atomic = None  # op of the atomics posted since the last flush
         self.notified = 0  # notifications this rank sent to t
@@ -173,6 +171,12 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
             raise exc_class(f"window creation failed at rank {r} of the communicator: {msg}", status)
         self._key = f"w{metas[0][6]}"
         self._targets = [_Target(r, self._comm.world_ranks[r], m[:6]) for r, m in enumerate(metas)]
+        dynamic = flavor == C.WIN_FLAVOR_DYNAMIC  # absolute displacements: never the hot path
+        self._fast = _engine.FastWin(self._engine, [t.base for t in self._targets],
+                                     [0 if dynamic else t.size for t in self._targets],
+                                     [t.disp_unit for t in self._targets],
+                                     [t.access for t in self._targets],
+                                     [t.mem_type == _engine.MEM_HOST for t in self._targets])
         self._me = self._targets[self._comm.rank]
         st.windows.add(self)
         return self
@@ -228,6 +232,8 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
 
     def _teardown_local(self):
         """Release this rank's registrations (no collective, no waiting)."""
+        if getattr(self, "_fast", None) is not None:
+            self._fast.disable()
         eng = self._engine
         for h in [self._handle, getattr(self, "_ctrl_handle", None)] + [a[0] for a in self._attached.values()]:
             if h is not None and h.registered and not eng.finalized:
@@ -515,8 +521,7 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
                 eng.post1(t.addr, op, int(d[0]), int(d[1]), int(d[2]), local_device)
             else:
                 eng.post(t.addr, op, descs, local_device)
-            t.pending.append(keep)
-            t.dirty = True
+            self._fast.mark_dirty(t.rank, keep)
         else:
             eng.transfer_sync(t.addr, op, descs, self._rt.timeout_ms)
 
@@ -529,6 +534,19 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
             t.regions = None
             self._check_dynamic(t, np.asarray(descs, np.int64)[:, 1:3], what)
 
+    def _make_ready(self, t):
+        """After a first successful transfer to t (connected, its table known),
+        hand t to the hot path, with a direct pointer when t is mapped here."""
+        if self._fast.is_ready(t.rank) or self._flavor == C.WIN_FLAVOR_DYNAMIC:
+            return
+        mapped = 0
+        if t.size and t.mem_type == _engine.MEM_HOST and _engine.HAS_EXTENSIONS:
+            try:
+                mapped = self._engine.remote_ptr(t.addr, t.base, t.size)
+            except HixlError:
+                mapped = 0  # not on this node, or not UCX-allocated: engine posts
+        self._fast.set_ready(t.rank, t.addr, mapped)
+
     def _check_mode(self, t, op, what):
         if t.access == C.ACCESS_READ_ONLY and op == _WRITE:
             raise AccessError(f"{what} to rank {t.rank} of window {self._label()}: the region is read-only")
@@ -537,6 +555,8 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
 
     def Put(self, origin, target_rank, target=None):
         """Write origin into the target window (completes at the next sync)."""
+        if self._fast.put(origin, target_rank, target):
+            return
         t = self._target(target_rank, "Put")
         ob = self._origin(origin, False, t, "Put")
         if t is None:
@@ -549,9 +569,12 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
             except ParamError as exc:
                 self._refused(t, descs, "Put", exc)
                 raise
+            self._make_ready(t)
 
     def Get(self, origin, target_rank, target=None):
         """Read the target window into origin (valid after the next sync)."""
+        if self._fast.get(origin, target_rank, target):
+            return
         t = self._target(target_rank, "Get")
         ob = self._origin(origin, True, t, "Get")
         if t is None:
@@ -564,6 +587,7 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
             except ParamError as exc:
                 self._refused(t, descs, "Get", exc)
                 raise
+            self._make_ready(t)
 
     def _rop(self, op, origin, target_rank, target, what):
         t = self._target(target_rank, what)

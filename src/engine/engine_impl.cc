@@ -2,6 +2,8 @@
 // connections, the progress thread, and the control protocol.
 #include "engine_impl.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -77,6 +79,13 @@ void Prefault(char *p, size_t len) {
   (void)p;
   (void)len;
 #endif
+}
+
+// HIXL_RMA_POLL_US: how long the progress thread polls after target-side work.
+long PollWindowUs() {
+  const char *v = std::getenv("HIXL_RMA_POLL_US");
+  long us = v != nullptr ? std::strtol(v, nullptr, 10) : 50;
+  return us < 0 ? 0 : (us > 100000 ? 100000 : us);
 }
 
 }  // namespace
@@ -418,6 +427,7 @@ void HixlImpl::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
   }
   {
     std::unique_lock<std::shared_mutex> tl(peer->table_mu);
+    mapping_generation_.fetch_add(1, std::memory_order_acq_rel);
     peer->regions.clear();
     peer->retired.clear();
   }
@@ -501,9 +511,18 @@ Status HixlImpl::RefreshTable(const PeerPtr &peer, Deadline deadline) {
 void HixlImpl::ProgressLoop() {
   epoll_event evs[64];
   ucp_worker_h w = worker_->get();
+  // After target-side work (software atomics, tcp RMA, notifies) keep polling
+  // briefly: the next request of a burst usually follows within microseconds,
+  // and a sleep on the event fd would add a thread wake-up to each. Idle, the
+  // thread sleeps; one-sided transfers (cma, mapped memory) never wake it.
+  const auto poll_window = std::chrono::microseconds(PollWindowUs());
+  auto last_work = Clock::now() - poll_window;
   while (running_) {
-    while (ucp_worker_progress(w) != 0) {
-    }
+    unsigned done = 0;
+    while (ucp_worker_progress(w) != 0) ++done;
+    auto now = Clock::now();
+    if (done != 0) last_work = now;
+    if (now - last_work < poll_window) continue;
     if (ucp_worker_arm(w) == UCS_ERR_BUSY) continue;
     int n = epoll_wait(epoll_fd_, evs, 64, 100);
     for (int i = 0; i < n; ++i) {
@@ -566,6 +585,10 @@ void HixlImpl::AcceptAll() {
   for (;;) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
+    // Small control frames (INVALIDATE, TABLE_RESP) must not wait for the
+    // client's delayed ACK (Nagle): that cost ~40 ms per deregistration.
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto a = std::make_unique<Accepted>();
     a->fd = fd;
     a->since = Clock::now();

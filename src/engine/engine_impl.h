@@ -121,6 +121,7 @@ class HixlImpl {
   Status GetStats(ext::Stats &stats);
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
   const std::string &listen_address() const { return listen_address_; }
+  uint64_t mapping_generation() const { return mapping_generation_.load(std::memory_order_acquire); }
   bool initialized() const { return worker_ != nullptr; }
 
  private:
@@ -191,6 +192,9 @@ class HixlImpl {
   std::condition_variable progress_cv_;
   uint64_t progress_gen_ = 0;
 
+  /// Bumped whenever a peer region may stop being mapped here (retired key,
+  /// dropped peer): direct pointers cached by callers are stale after a change.
+  std::atomic<uint64_t> mapping_generation_{0};
   std::atomic<uint64_t> bytes_written_{0}, bytes_read_{0}, transfer_ops_{0}, direct_ops_{0},
       atomic_ops_{0}, notifies_sent_{0}, notifies_received_{0}, table_refreshes_{0};
 };

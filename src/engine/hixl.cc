@@ -112,6 +112,8 @@ Status RemotePtr(Hixl &e, const AscendString &remote, uintptr_t remote_addr, siz
   HIXL_EXT_FORWARD(e, RemotePtr(remote.GetString(), remote_addr, len, ptr));
 }
 
+uint64_t MappingGeneration(Hixl &e) { return ImplOf(e)->mapping_generation(); }
+
 Status GetStats(Hixl &e, Stats &stats) { HIXL_EXT_FORWARD(e, GetStats(stats)); }
 
 Status GetPeerStats(Hixl &e, const AscendString &remote, PeerStats &stats) {

@@ -61,6 +61,7 @@ Status HixlImpl::PeerError(const Peer &peer, const char *what) const {
 }
 
 void HixlImpl::Retire(Peer &peer, std::shared_ptr<engine::RemoteKey> key) {
+  mapping_generation_.fetch_add(1, std::memory_order_acq_rel);
   peer.retired.emplace_back(++peer.retire_seq, std::move(key));
 }
 

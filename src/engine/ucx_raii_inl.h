@@ -2,20 +2,27 @@
 #ifndef HIXL_ENGINE_UCX_RAII_INL_H
 #define HIXL_ENGINE_UCX_RAII_INL_H
 
+#include <sched.h>
 #include <time.h>
 
 namespace hixl {
 namespace engine {
 
-/** @brief Sleep a little; the step grows so long waits cost almost no CPU. */
+/**
+ * @brief Back off in a wait loop without taking a core from the peer.
+ *
+ * Spins for the first ~50 us (completions over shared memory come within
+ * microseconds, and any sleep costs the kernel's 50 us timer slack), then
+ * yields the core for a while, then sleeps in steps growing to 0.5 ms.
+ */
 inline void BackoffSleep(unsigned &idle) {
-  if (idle < 64) {
-    ++idle;
-    return;  // spin: completions over shared memory come within microseconds
-  }
-  long ns = idle < 256 ? 5000L : (idle < 1024 ? 50000L : 500000L);
   ++idle;
-  timespec ts{0, ns};
+  if (idle < 256) return;
+  if (idle < 4096) {
+    sched_yield();
+    return;
+  }
+  timespec ts{0, idle < 8192 ? 50000L : 500000L};
   nanosleep(&ts, nullptr);
 }
 

@@ -101,6 +101,13 @@ Status Flush(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in
 Status RemotePtr(Hixl &engine, const AscendString &remote_engine, uintptr_t remote_addr,
                  size_t len, void *&ptr);
 
+/**
+ * @brief A counter that changes whenever a pointer from RemotePtr may have
+ *        become invalid (a peer region withdrawn or a peer dropped). Cheap:
+ *        callers caching direct pointers compare it before each use.
+ */
+uint64_t MappingGeneration(Hixl &engine);
+
 /** @brief Engine-wide counters. */
 Status GetStats(Hixl &engine, Stats &stats);
 

@@ -1,0 +1,326 @@
+# The hot path of hixl_rma.Win (included by _engine.pyx).
+#
+# Put, Get and Flush of the common case -- a C-contiguous origin, a target
+# that is None or an int displacement, an open epoch, a window whose target
+# is already connected -- are parsed into C values here and done in one
+# step: a memcpy into (or out of) a peer region mapped into this process, or
+# one engine post. Anything else returns False and the Python layer
+# (win.py) takes it, with its full checks and error messages.
+
+from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_SIMPLE
+from cpython.exc cimport PyErr_Clear
+from libc.string cimport memcpy, strchr
+from libc.stdint cimport uint8_t
+
+cdef size_t _NOGIL_COPY = 1 << 16  # copies this large release the GIL
+
+cdef extern from "Python.h":
+    # Plain status return: a refused buffer means "not the common case".
+    int _get_buffer "PyObject_GetBuffer"(object, Py_buffer *, int) noexcept
+
+
+cdef class FastWin:
+    """C-level state of one window's targets and epochs (see win.py)."""
+    cdef Engine eng
+    cdef Py_ssize_t n
+    cdef vector[uint64_t] base, size, unit
+    cdef vector[uintptr_t] mapped
+    cdef vector[uint8_t] access, atomics, epoch, passive, dirty, ready
+    cdef vector[string] addr
+    cdef uint64_t generation
+    cdef list pending
+    cdef public bint open_all    # Lock_all, or the HIXL face: every target, passive
+    cdef public bint fence_open  # a fence epoch: every target, active
+    cdef public bint fence_used
+
+    def __cinit__(self, Engine eng, bases, sizes, units, accesses, atomics):
+        self.eng = eng
+        self.n = len(bases)
+        for i in range(self.n):
+            self.base.push_back(bases[i])
+            self.size.push_back(sizes[i])
+            self.unit.push_back(units[i])
+            self.access.push_back(accesses[i])
+            self.atomics.push_back(atomics[i])
+        self.mapped.resize(self.n, 0)
+        self.epoch.resize(self.n, 0)
+        self.passive.resize(self.n, 0)
+        self.dirty.resize(self.n, 0)
+        self.ready.resize(self.n, 0)
+        self.addr.resize(self.n)
+        self.pending = [[] for _ in range(self.n)]
+
+    def set_ready(self, Py_ssize_t rank, str addr, uintptr_t mapped):
+        """Target rank is connected (and mapped at ``mapped``, or 0)."""
+        self.addr[rank] = addr.encode()
+        self.mapped[rank] = mapped
+        self.generation = MappingGeneration(self.eng._h[0]) if mapped else self.generation
+        self.ready[rank] = 1
+
+    def set_epoch(self, Py_ssize_t rank, bint access, bint passive):
+        self.epoch[rank] = access
+        self.passive[rank] = passive
+
+    def is_ready(self, Py_ssize_t rank):
+        return 0 <= rank < self.n and self.ready[rank] == 1
+
+    def disable(self):
+        """The window is freed: nothing goes through here any more."""
+        self.n = 0
+
+    def mark_dirty(self, Py_ssize_t rank, keep):
+        """Engine operations to rank were posted; ``keep`` lives until the flush."""
+        self.dirty[rank] = 1
+        if keep is not None:
+            (<list>self.pending[rank]).append(keep)
+
+    def is_dirty(self, Py_ssize_t rank):
+        return 0 <= rank < self.n and self.dirty[rank] == 1
+
+    def take_dirty(self, Py_ssize_t rank):
+        """True (and cleared) when engine operations to rank await a flush."""
+        if rank >= self.n or not self.dirty[rank]:
+            return False
+        self.dirty[rank] = 0
+        del self.pending[rank][:]
+        return True
+
+    cdef inline bint _target_ok(self, object target_rank, Py_ssize_t *r, bint write):
+        if type(target_rank) is not int:
+            return False
+        r[0] = <Py_ssize_t>target_rank
+        if r[0] < 0 or r[0] >= self.n or not self.ready[r[0]]:
+            return False
+        if not (self.open_all or self.epoch[r[0]]):
+            if not self.fence_open:
+                return False
+            self.fence_used = True
+        return self.access[r[0]] != (1 if write else 2)  # 1 read-only, 2 write-only
+
+    cdef inline bint _offset(self, object target, Py_ssize_t r, size_t nbytes, uint64_t *off):
+        cdef long long d
+        if target is None:
+            d = 0
+        elif type(target) is int:
+            # Past the window (or past 64 bits, where d * unit would wrap
+            # around to a valid offset): the slow path raises BoundsError.
+            if target < 0 or target > self.size[r] // self.unit[r]:
+                return False
+            d = target
+        else:
+            return False
+        off[0] = <uint64_t>d * self.unit[r]
+        return off[0] + nbytes <= self.size[r] and off[0] <= self.size[r]
+
+    cdef inline char *_direct(self, Py_ssize_t r):
+        if self.mapped[r] == 0:
+            return NULL
+        if MappingGeneration(self.eng._h[0]) != self.generation:
+            self.mapped[r] = 0  # stale: the Python layer looks it up again
+            self.ready[r] = 0
+            return NULL
+        return <char *>self.mapped[r]
+
+    cdef int _move(self, object origin, object target_rank, object target, bint write) except -1:
+        """1 when done here, 0 when the Python layer must take it."""
+        cdef Py_ssize_t r
+        cdef uint64_t off
+        cdef Py_buffer view
+        cdef char *direct
+        cdef vector[TransferOpDesc] v
+        cdef Status st
+        if self.eng._h == NULL or not self._target_ok(target_rank, &r, write):
+            return 0
+        if _get_buffer(origin, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (0 if write else PyBUF_WRITABLE)) != 0:
+            PyErr_Clear()
+            return 0
+        try:
+            if view.format != NULL and strchr(view.format, b'O') != NULL:
+                return 0  # Python objects: the Python layer refuses them
+            if not self._offset(target, r, <size_t>view.len, &off):
+                return 0
+            if view.len == 0:
+                return 1
+            direct = self._direct(r)
+            if direct != NULL:
+                if <size_t>view.len >= _NOGIL_COPY:
+                    with nogil:
+                        _copy(direct + off, <char *>view.buf, <size_t>view.len, write)
+                else:
+                    _copy(direct + off, <char *>view.buf, <size_t>view.len, write)
+                return 1
+            v.resize(1)
+            v[0].local_addr = <uintptr_t>view.buf
+            v[0].remote_addr = self.base[r] + off
+            v[0].len = <size_t>view.len
+            with nogil:
+                st = TransferPost(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                                  WRITE if write else READ, v, MEM_HOST)
+            if st != 0:
+                return 0  # the Python layer redoes it and raises the precise error
+            self.dirty[r] = 1
+            (<list>self.pending[r]).append(origin)
+            return 1
+        finally:
+            PyBuffer_Release(&view)
+
+    cpdef bint put(self, object origin, object target_rank, object target=None) except *:
+        """Put when the common case applies; False leaves it to the Python layer."""
+        return self._move(origin, target_rank, target, True) == 1
+
+    cpdef bint get(self, object origin, object target_rank, object target=None) except *:
+        """Get when the common case applies; False leaves it to the Python layer."""
+        return self._move(origin, target_rank, target, False) == 1
+
+    cpdef bint atomic(self, object origin, object compare, object result, object target_rank,
+                      object target_disp, int code, bint whole) except *:
+        """One 8-byte integer atomic (Fetch_and_op, Compare_and_swap, or a
+        one-element Accumulate when result is None) when the common case
+        applies; False leaves it to the Python layer. code: FAST_ADD ...;
+        ``whole``: the origin must be exactly one element (Accumulate)."""
+        cdef Py_ssize_t r
+        cdef uint64_t off, value, cmp = 0, old = 0
+        cdef char *direct
+        cdef uint64_t *word
+        cdef Status st
+        cdef AtomicOp aop
+        if self.eng._h == NULL or not self._target_ok(target_rank, &r, True):
+            return False
+        if self.access[r] != 0 or not self.atomics[r] or (whole and not _one_element(origin)):
+            return False
+        if not (_int64_scalar(origin, &value) and (compare is None or _int64_scalar(compare, &cmp))):
+            return False
+        if result is not None and not _int64_out(result):
+            return False
+        if not self._offset(target_disp, r, 8, &off) or (self.base[r] + off) % 8:
+            return False
+        direct = self._direct(r)
+        if direct != NULL:
+            word = <uint64_t *>(direct + off)
+            if code == C_ADD or code == C_NOOP:
+                old = __atomic_fetch_add(word, value if code == C_ADD else 0, __ATOMIC_SEQ_CST)
+            elif code == C_AND:
+                old = __atomic_fetch_and(word, value, __ATOMIC_SEQ_CST)
+            elif code == C_OR:
+                old = __atomic_fetch_or(word, value, __ATOMIC_SEQ_CST)
+            elif code == C_XOR:
+                old = __atomic_fetch_xor(word, value, __ATOMIC_SEQ_CST)
+            elif code == C_SWAP:
+                old = __atomic_exchange_n(word, value, __ATOMIC_SEQ_CST)
+            else:
+                old = cmp
+                __atomic_compare_exchange_n(word, &old, value, False, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
+        else:
+            aop = _FAST_OPS[code]
+            with nogil:
+                st = Atomic(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), aop,
+                            self.base[r] + off, 0 if code == C_NOOP else value, cmp, &old,
+                            default_timeout_ms_c)
+            if st != 0:
+                return False
+        if result is not None:
+            _int64_store(result, old)
+        return True
+
+    cpdef bint flush(self, object target_rank) except *:
+        """Flush in a passive epoch; False leaves it to the Python layer."""
+        cdef Py_ssize_t r
+        cdef Status st
+        if self.eng._h == NULL or type(target_rank) is not int:
+            return False
+        r = <Py_ssize_t>target_rank
+        if r < 0 or r >= self.n or not self.ready[r] or not (self.open_all or self.passive[r]):
+            return False
+        if not self.dirty[r]:
+            return True
+        with nogil:
+            st = Flush(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                       default_timeout_ms_c)
+        if st != 0:
+            return False
+        self.dirty[r] = 0
+        del self.pending[r][:]
+        return True
+
+
+cdef extern from *:
+    """
+    #define HIXL_FAST_ATOMICS 1
+    """
+    uint64_t __atomic_fetch_add(uint64_t *, uint64_t, int) nogil
+    uint64_t __atomic_fetch_and(uint64_t *, uint64_t, int) nogil
+    uint64_t __atomic_fetch_or(uint64_t *, uint64_t, int) nogil
+    uint64_t __atomic_fetch_xor(uint64_t *, uint64_t, int) nogil
+    uint64_t __atomic_exchange_n(uint64_t *, uint64_t, int) nogil
+    bint __atomic_compare_exchange_n(uint64_t *, uint64_t *, uint64_t, bint, int, int) nogil
+    int __ATOMIC_SEQ_CST
+
+cdef enum:
+    C_ADD, C_AND, C_OR, C_XOR, C_SWAP, C_CSWAP, C_NOOP
+FAST_ADD, FAST_AND, FAST_OR, FAST_XOR, FAST_SWAP, FAST_CSWAP, FAST_NOOP = (
+    C_ADD, C_AND, C_OR, C_XOR, C_SWAP, C_CSWAP, C_NOOP)
+cdef AtomicOp _FAST_OPS[7]
+_FAST_OPS[:] = [AtomicOp.ADD, AtomicOp.AND, AtomicOp.OR, AtomicOp.XOR, AtomicOp.SWAP, AtomicOp.CSWAP,
+                AtomicOp.ADD]
+
+
+cdef inline char *_int64_ptr(object a, bint writable):
+    """Address of the first element of a C-contiguous 8-byte integer buffer, or NULL."""
+    cdef Py_buffer view
+    cdef char *p = NULL
+    cdef const char *fmt
+    if _get_buffer(a, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
+                          (PyBUF_WRITABLE if writable else 0)) != 0:
+        PyErr_Clear()
+        return NULL
+    fmt = view.format
+    if fmt != NULL and fmt[0] in b"@=<":
+        fmt += 1
+    if (view.itemsize == 8 and view.len >= 8 and fmt != NULL and fmt[1] == 0
+            and fmt[0] in b"lqLQ"):
+        p = <char *>view.buf
+    # The caller holds a reference to ``a``, which keeps the memory alive.
+    PyBuffer_Release(&view)
+    return p
+
+
+cdef inline bint _one_element(object a):
+    cdef Py_buffer view
+    if _get_buffer(a, &view, PyBUF_SIMPLE) != 0:
+        PyErr_Clear()
+        return False
+    cdef bint one = view.len == 8
+    PyBuffer_Release(&view)
+    return one
+
+
+cdef inline bint _int64_scalar(object a, uint64_t *out):
+    cdef char *p = _int64_ptr(a, False)
+    if p == NULL:
+        return False
+    out[0] = (<uint64_t *>p)[0]
+    return True
+
+
+cdef inline bint _int64_out(object a):
+    return _int64_ptr(a, True) != NULL
+
+
+cdef inline void _int64_store(object a, uint64_t v):
+    (<uint64_t *>_int64_ptr(a, True))[0] = v
+
+
+cdef inline void _copy(char *remote, char *local, size_t n, bint write) noexcept nogil:
+    if write:
+        memcpy(remote, local, n)
+    else:
+        memcpy(local, remote, n)
+
+
+cdef int32_t default_timeout_ms_c = 30000
+
+
+def set_default_timeout(int32_t ms):
+    """Timeout of the hot path's flush (the runtime's timeout)."""
+    global default_timeout_ms_c
+    default_timeout_ms_c = ms

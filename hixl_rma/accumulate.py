@@ -84,6 +84,7 @@ class AccumulateMixin:
     """Accumulate, Get_accumulate, Fetch_and_op, Compare_and_swap and their R- forms."""
 
     def _acc_parse(self, what, origin, result, target_rank, target, op, count1=False):
+        self._need_atomics()
         a = _Acc()
         a.op = as_op(op, what)
         a.t = self._target(target_rank, what)

@@ -182,12 +182,15 @@ class EpochMixin:
 
     # ---------------------------------------------------- passive target
 
-    def _atomic(self, t, fn, *args, offset=0):
-        """An engine atomic on a word of t's control block."""
+    def _need_atomics(self):
         if not _engine.HAS_EXTENSIONS:
             raise UnsupportedError(f"window {self._label()}: passive-target locks and accumulates need "
                                    f"remote atomics, which vendor HIXL does not provide (use Fence or PSCW "
                                    f"with Put/Get)")
+
+    def _atomic(self, t, fn, *args, offset=0):
+        """An engine atomic on a word of t's control block."""
+        self._need_atomics()
         return fn(t.addr, t.ctrl + offset, *args, timeout_ms=self._rt.timeout_ms)
 
     def _acquire(self, t, lock_type):

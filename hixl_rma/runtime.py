@@ -40,7 +40,7 @@ class _Runtime:
         token = token.tobytes().decode()
         host = _local_host()
         self.engine = _engine.Engine(
-            f"{host}:0",
+            f"{host}:{0 if _engine.HAS_EXTENSIONS else _free_port(host)}",
             {_engine.OPTION_JOB_TOKEN: token, _engine.OPTION_TIMEOUT_MS: str(self.timeout_ms)})
         mine = np.zeros(_ADDR_BYTES, np.uint8)
         raw = self.engine.address.encode()
@@ -131,6 +131,14 @@ def wait_request(req, timeout_ms, message, check=None):
                         return
                     raise
         sleep_backoff(idle)
+
+
+def _free_port(host):
+    """A port to listen on, for engines that cannot pick one themselves
+    (vendor HIXL: port 0 means "do not listen" there)."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def _local_host():

@@ -141,6 +141,12 @@ cdef int32_t _timeout(object timeout_ms) except? -1:
     return <int32_t>timeout_ms
 
 
+cdef AscendString _remote(object remote) except *:
+    """An engine name ("ip:port") as the API's string type."""
+    cdef bytes r = _b(remote, "remote")
+    return AscendString(r, len(r))
+
+
 cdef bytes _b(object s, str what):
     if isinstance(s, bytes):
         return s
@@ -341,6 +347,17 @@ cdef class TransferRequest:
     def done(self):
         return self._req == NULL
 
+    def __dealloc__(self):
+        # Dropped before it finished (MPI_Request_free): the engine still owns
+        # the transfer, and its buffers must outlive it. Hand both to the
+        # engine, which completes them later (or at finalize).
+        cdef TransferStatus ts = TransferStatus.WAITING
+        if self._req == NULL or self.engine is None or self.engine._h == NULL:
+            return
+        if self.engine._h.GetTransferStatus(self._req, ts) == 0 and ts == TransferStatus.WAITING:
+            self.engine._orphans.append((<uintptr_t>self._req, self._keep))
+        self._req = NULL
+
 
 cdef class Engine:
     """One HIXL engine: ``Engine(local_engine="127.0.0.1:0", options=None)``.
@@ -350,10 +367,12 @@ cdef class Engine:
     cdef Hixl *_h
     cdef readonly str address
     cdef object _handles
+    cdef list _orphans  # (request, buffers) of dropped, unfinished TransferRequests
     cdef object __weakref__
 
     def __cinit__(self, local_engine="127.0.0.1:0", options=None):
         self._h = NULL
+        self._orphans = []
         # Strong references: a registered region's buffer must stay alive
         # (peers may write into it) until deregister_mem or finalize.
         self._handles = {}
@@ -401,6 +420,16 @@ cdef class Engine:
     def finalized(self):
         return self._h == NULL
 
+    cdef _reap_orphans(self):
+        """Forget the dropped requests that have finished since."""
+        cdef TransferStatus ts
+        keep = []
+        for req, buffers in self._orphans:
+            ts = TransferStatus.WAITING
+            if self._h.GetTransferStatus(<TransferReq><uintptr_t>req, ts) == 0 and ts == TransferStatus.WAITING:
+                keep.append((req, buffers))
+        self._orphans = keep
+
     def finalize(self):
         """Release every resource; idempotent."""
         if self._h == NULL:
@@ -412,6 +441,7 @@ cdef class Engine:
                 (<MemHandle>h)._deregister()
         with nogil:
             self._h.Finalize()
+        self._orphans = []  # the engine dropped their transfers with its worker
         for h in handles:  # buffers are released once nothing can reach them
             (<MemHandle>h)._forget()
         del self._h
@@ -501,8 +531,7 @@ cdef class Engine:
     def connect(self, remote, timeout_ms=None):
         """Handshake with a listening engine (job token checked)."""
         self._alive()
-        cdef bytes r = _b(remote, "remote")
-        cdef AscendString cr = AscendString(r, len(r))
+        cdef AscendString cr = _remote(remote)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
         with nogil:
@@ -512,8 +541,7 @@ cdef class Engine:
     def disconnect(self, remote, timeout_ms=None):
         """Flush and drop the connection to ``remote``."""
         self._alive()
-        cdef bytes r = _b(remote, "remote")
-        cdef AscendString cr = AscendString(r, len(r))
+        cdef AscendString cr = _remote(remote)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
         with nogil:
@@ -525,8 +553,7 @@ cdef class Engine:
         self._alive()
         cdef vector[TransferOpDesc] v
         _descs(descs, v)
-        cdef bytes r = _b(remote, "remote")
-        cdef AscendString cr = AscendString(r, len(r))
+        cdef AscendString cr = _remote(remote)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
         cdef int cop = _opcode(op)
@@ -557,8 +584,7 @@ cdef class Engine:
         self._alive()
         cdef vector[TransferOpDesc] v
         _descs(descs, v)
-        cdef bytes r = _b(remote, "remote")
-        cdef AscendString cr = AscendString(r, len(r))
+        cdef AscendString cr = _remote(remote)
         cdef TransferArgs args
         cdef TransferReq req = NULL
         cdef Status st
@@ -566,6 +592,8 @@ cdef class Engine:
         with nogil:
             st = self._h.TransferAsync(cr, <TransferOp>cop, v, args, req)
         _check(st, f"TransferAsync({remote!r}, {v.size()} blocks)")
+        if self._orphans:
+            self._reap_orphans()
         cdef TransferRequest tr = TransferRequest.__new__(TransferRequest)
         tr._req = req
         tr.engine = self
@@ -575,8 +603,8 @@ cdef class Engine:
     def send_notify(self, remote, name, msg=b"", timeout_ms=None):
         """Deliver (name, msg) to ``remote`` after all earlier transfers to it completed."""
         self._alive()
-        cdef bytes r = _b(remote, "remote"), n = _b(name, "name"), m = _b(msg, "msg")
-        cdef AscendString cr = AscendString(r, len(r))
+        cdef bytes n = _b(name, "name"), m = _b(msg, "msg")
+        cdef AscendString cr = _remote(remote)
         cdef NotifyDesc nd
         nd.name = AscendString(n, len(n))
         nd.notify_msg = AscendString(m, len(m))
@@ -604,8 +632,7 @@ cdef class Engine:
                           bint fetch, object timeout_ms) except? 0:
         self._alive()
         cdef uintptr_t addr = _uint(remote_addr, "remote_addr")
-        cdef bytes r = _b(remote, "remote")
-        cdef AscendString cr = AscendString(r, len(r))
+        cdef AscendString cr = _remote(remote)
         cdef int32_t t = _timeout(timeout_ms)
         cdef uint64_t result = 0
         cdef Status st
@@ -651,8 +678,7 @@ cdef class Engine:
             raise ParamError(f"atomic_many: {a.shape[0]} addresses but {v.shape[0]} values")
         out = np.zeros(a.shape[0] if fetch else 0, np.uint64)
         cdef uint64_t[::1] o = out
-        cdef bytes r = _b(remote, "remote")
-        cdef AscendString cr = AscendString(r, len(r))
+        cdef AscendString cr = _remote(remote)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st = 0
         cdef Py_ssize_t i, n = a.shape[0]
@@ -667,8 +693,7 @@ cdef class Engine:
     def flush(self, remote, timeout_ms=None):
         """Remote completion of all work posted so far to ``remote``."""
         self._alive()
-        cdef bytes r = _b(remote, "remote")
-        cdef AscendString cr = AscendString(r, len(r))
+        cdef AscendString cr = _remote(remote)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
         with nogil:
@@ -680,8 +705,7 @@ cdef class Engine:
         self._alive()
         cdef uintptr_t raddr = _uint(remote_addr, "remote_addr")
         cdef size_t n = _uint(length, "length")
-        cdef bytes r = _b(remote, "remote")
-        cdef AscendString cr = AscendString(r, len(r))
+        cdef AscendString cr = _remote(remote)
         cdef void *p = NULL
         cdef Status st
         with nogil:
@@ -702,15 +726,13 @@ cdef class Engine:
     def peer_stats(self, remote):
         """Counters of one peer as a dict."""
         self._alive()
-        cdef bytes r = _b(remote, "remote")
         cdef PeerStats s
-        _check(GetPeerStats(self._h[0], AscendString(r, len(r)), s), f"GetPeerStats({remote!r})")
+        _check(GetPeerStats(self._h[0], _remote(remote), s), f"GetPeerStats({remote!r})")
         return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops)
 
 
 cdef int _post(Engine self, remote, object op, vector[TransferOpDesc] &v, bint local_device) except -1:
-    cdef bytes r = _b(remote, "remote")
-    cdef AscendString cr = AscendString(r, len(r))
+    cdef AscendString cr = _remote(remote)
     cdef Status st
     cdef int cop = _opcode(op)
     with nogil:

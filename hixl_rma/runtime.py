@@ -50,6 +50,7 @@ class _Runtime:
         self.addresses = [bytes(row).rstrip(b"\0").decode() for row in every]
         _engine.set_default_timeout(self.timeout_ms)
         self.connected = set()
+        self.unreachable = {}  # world rank -> why its engine refused a connection
         self.notify_queues = collections.defaultdict(collections.deque)
         self.next_window_id = 0
         self.windows = set()  # live windows (weak use: Free removes them)
@@ -63,6 +64,7 @@ class _Runtime:
             except NotConnectedError as exc:
                 # Its engine listened before its address was published: a
                 # refused connection means the process is gone.
+                self.unreachable[world_rank] = str(exc)
                 raise PeerFailure(f"world rank {world_rank} (engine {addr}) cannot be reached; "
                                   f"the process died? ({exc})") from None
             except HixlError as exc:
@@ -84,6 +86,8 @@ class _Runtime:
         """Raise PeerFailure if the engine already knows that one of these
         (connected) world ranks died; a live peer costs one empty flush."""
         for w in world_ranks:
+            if w in self.unreachable:
+                raise PeerFailure(f"{what}: world rank {w} cannot be reached ({self.unreachable[w]})")
             if w == self.rank or w not in self.connected:
                 continue
             try:
@@ -185,6 +189,16 @@ def Is_initialized():
 
 def Finalize():
     """Free what is left and stop the engine (collective over COMM_WORLD)."""
+    _shutdown(collective=True)
+
+
+@atexit.register
+def _finalize_at_exit():
+    # No collectives here: peers may already be gone.
+    _shutdown(collective=False)
+
+
+def _shutdown(collective):
     global _state
     with _lock:
         st = _state
@@ -193,27 +207,13 @@ def Finalize():
         for win in list(st.windows):
             win._teardown_local()
         try:
-            if not st.MPI.Is_finalized():
+            if collective and not st.MPI.Is_finalized():
                 barrier(st.world, st.timeout_ms, range(st.size))
         finally:
             # A dead or hung peer must not keep this rank's engine alive:
             # tear it down, then let the barrier's error propagate.
             st.finalize()
             _state = None
-
-
-@atexit.register
-def _finalize_at_exit():
-    # No collectives here: peers may already be gone.
-    global _state
-    with _lock:
-        st = _state
-        if st is None:
-            return
-        for win in list(st.windows):
-            win._teardown_local()
-        st.finalize()
-        _state = None
 
 
 def sleep_backoff(idle):

@@ -555,37 +555,27 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
 
     def Put(self, origin, target_rank, target=None):
         """Write origin into the target window (completes at the next sync)."""
-        if self._fast.put(origin, target_rank, target):
-            return
-        t = self._target(target_rank, "Put")
-        ob = self._origin(origin, False, t, "Put")
-        if t is None:
-            return
-        self._check_mode(t, _WRITE, "Put")
-        descs = self._descs(t, ob, target, "Put")
-        if descs is not None:
-            try:
-                self._post(t, _WRITE, descs, ob.obj, ob.device)
-            except ParamError as exc:
-                self._refused(t, descs, "Put", exc)
-                raise
-            self._make_ready(t)
+        if not self._fast.put(origin, target_rank, target):
+            self._transfer(_WRITE, "Put", origin, target_rank, target)
 
     def Get(self, origin, target_rank, target=None):
         """Read the target window into origin (valid after the next sync)."""
-        if self._fast.get(origin, target_rank, target):
-            return
-        t = self._target(target_rank, "Get")
-        ob = self._origin(origin, True, t, "Get")
+        if not self._fast.get(origin, target_rank, target):
+            self._transfer(_READ, "Get", origin, target_rank, target)
+
+    def _transfer(self, op, what, origin, target_rank, target):
+        """Put/Get beyond the hot path: every origin and target form, full checks."""
+        t = self._target(target_rank, what)
+        ob = self._origin(origin, op == _READ, t, what)
         if t is None:
             return
-        self._check_mode(t, _READ, "Get")
-        descs = self._descs(t, ob, target, "Get")
+        self._check_mode(t, op, what)
+        descs = self._descs(t, ob, target, what)
         if descs is not None:
             try:
-                self._post(t, _READ, descs, ob.obj, ob.device)
+                self._post(t, op, descs, ob.obj, ob.device)
             except ParamError as exc:
-                self._refused(t, descs, "Get", exc)
+                self._refused(t, descs, what, exc)
                 raise
             self._make_ready(t)
 

@@ -394,6 +394,51 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
     def Get_errhandler(self):
         return MPI.ERRORS_RETURN
 
+    # mpi4py methods with no meaning for a window that is not an MPI object:
+    # each raises UnsupportedError with the reason instead of doing something else.
+    def Call_errhandler(self, errorcode):
+        raise UnsupportedError("Call_errhandler: errors are Python exceptions (HixlError), not MPI error codes")
+
+    @classmethod
+    def Create_errhandler(cls, errhandler_fn):
+        raise UnsupportedError("Create_errhandler: errors are Python exceptions (HixlError); catch them instead")
+
+    @classmethod
+    def Create_keyval(cls, copy_fn=None, delete_fn=None, nopython=False):
+        raise UnsupportedError("Create_keyval: user attributes are not supported; keep data on the Python object")
+
+    @classmethod
+    def Free_keyval(cls, keyval):
+        raise UnsupportedError("Free_keyval: user attributes are not supported")
+
+    def Set_attr(self, keyval, attrval):
+        raise UnsupportedError("Set_attr: user attributes are not supported; keep data on the Python object")
+
+    def Delete_attr(self, keyval):
+        raise UnsupportedError("Delete_attr: user attributes are not supported")
+
+    def py2f(self):
+        raise UnsupportedError("py2f: a hixl_rma.Win has no MPI (Fortran) handle")
+
+    @classmethod
+    def f2py(cls, arg):
+        raise UnsupportedError("f2py: a hixl_rma.Win cannot be made from an MPI handle")
+
+    @classmethod
+    def fromhandle(cls, handle):
+        raise UnsupportedError("fromhandle: a hixl_rma.Win cannot be made from an MPI handle")
+
+    @property
+    def handle(self):
+        raise UnsupportedError("handle: a hixl_rma.Win has no MPI handle")
+
+    def toint(self):
+        raise UnsupportedError("toint: a hixl_rma.Win has no MPI handle")
+
+    @classmethod
+    def fromint(cls, arg):
+        raise UnsupportedError("fromint: a hixl_rma.Win cannot be made from an MPI handle")
+
     # --------------------------------------------------------- dynamic windows
 
     def Attach(self, memory):

@@ -151,6 +151,9 @@ def _numpy_typemap(dt):
 _COMBINERS = {
     getattr(MPI, n): n[len("COMBINER_"):] for n in dir(MPI) if n.startswith("COMBINER_")
 }
+# Over Open MPI (no MPI-4.1 COMBINER_VALUE_INDEX) mpi4py gives VALUE_INDEX
+# NAMED's value; NAMED must win or no predefined type decodes.
+_COMBINERS[MPI.COMBINER_NAMED] = "NAMED"
 # Predefined handles are never freed, so a plain dict is a safe cache.
 _PREDEFINED = {}
 # Derived handles are reused after Free(), so their typemap is cached as an

@@ -190,6 +190,7 @@ void HixlImpl::Finalize() {
     std::lock_guard<std::mutex> lk(notify_mu_);
     notifies_.clear();
   }
+  DropAsyncTransfers();  // requests nobody asked about again (their flushes go with the worker)
   worker_.reset();
   context_.reset();
   listen_address_.clear();

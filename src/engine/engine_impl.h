@@ -142,6 +142,7 @@ class HixlImpl {
   void MarkDead(const PeerPtr &peer, const std::string &why);
   void ClosePeerFd(engine::Peer &peer);
   void RunPendingCloses();
+  void DropAsyncTransfers();
   std::string EncodeTable();
   Status DecodeTable(engine::Peer &peer, engine::Cursor &c, const std::vector<engine::RemoteRegion> &old,
                      std::vector<engine::RemoteRegion> &out);
@@ -184,6 +185,9 @@ class HixlImpl {
   std::vector<PeerPtr> pending_close_;
   std::condition_variable ack_cv_;
   uint64_t next_id_ = 16;  ///< ids < 16 are reserved for fixed fds in epoll
+
+  std::mutex async_mu_;  ///< guards async_
+  std::set<void *> async_;  ///< TransferAsync requests not yet reported finished
 
   std::mutex notify_mu_;
   std::deque<NotifyDesc> notifies_;

@@ -11,7 +11,7 @@
 // aborting; every other FATAL message goes on to UCX's own handlers.
 #include <ucs/debug/log_def.h>
 
-#include <atomic>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -22,8 +22,6 @@
 namespace hixl {
 namespace engine {
 namespace {
-
-std::atomic<unsigned long> g_dropped{0};
 
 bool EndsWith(const char *s, const char *suffix) {
   size_t n = std::strlen(s), k = std::strlen(suffix);
@@ -44,7 +42,6 @@ ucs_log_func_rc_t PeerDeathFilter(const char *file, unsigned line, const char *f
   va_end(copy);
   if (std::strstr(text, "process_vm_") == nullptr || std::strstr(text, std::strerror(ESRCH)) == nullptr)
     return UCS_LOG_FUNC_RC_CONTINUE;
-  ++g_dropped;
   return UCS_LOG_FUNC_RC_STOP;
 }
 
@@ -54,8 +51,6 @@ void InstallPeerDeathFilter() {
   static std::once_flag once;
   std::call_once(once, [] { ucs_log_push_handler(&PeerDeathFilter); });
 }
-
-unsigned long PeerDeathErrorsDropped() { return g_dropped.load(); }
 
 }  // namespace engine
 }  // namespace hixl

@@ -199,8 +199,23 @@ Status HixlImpl::TransferAsync(const std::string &remote, TransferOp op, const s
   if (st != SUCCESS) return st;
   void *flush = posted ? engine::FlushEp(peer->ep) : nullptr;
   if (UCS_PTR_IS_ERR(flush)) return FromUcs(UCS_PTR_STATUS(flush), "TransferAsync to " + remote);
-  req = new AsyncTransfer{peer, worker_->get(), flush};
+  auto *t = new AsyncTransfer{peer, worker_->get(), flush};
+  {
+    std::lock_guard<std::mutex> lk(async_mu_);
+    async_.insert(t);
+  }
+  req = t;
   return SUCCESS;
+}
+
+void HixlImpl::DropAsyncTransfers() {
+  std::lock_guard<std::mutex> lk(async_mu_);
+  for (void *p : async_) {
+    auto *t = static_cast<AsyncTransfer *>(p);
+    if (t->flush_req != nullptr) ucp_request_free(t->flush_req);
+    delete t;
+  }
+  async_.clear();
 }
 
 Status HixlImpl::TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
@@ -214,6 +229,12 @@ Status HixlImpl::TransferPost(const std::string &remote, TransferOp op, const st
 
 Status HixlImpl::GetTransferStatus(const TransferReq &req, TransferStatus &status) {
   if (req == nullptr) return Fail(PARAM_INVALID, "GetTransferStatus: null request");
+  // Held throughout: a request is finished (and freed) exactly once.
+  std::lock_guard<std::mutex> lk(async_mu_);
+  auto found = async_.find(req);
+  if (found == async_.end())
+    return Fail(PARAM_INVALID, "GetTransferStatus: unknown request (already reported finished, or its engine "
+                               "was finalized)");
   auto *t = static_cast<AsyncTransfer *>(req);
   ucs_status_t us = UCS_OK;
   if (t->flush_req != nullptr) {
@@ -231,6 +252,7 @@ Status HixlImpl::GetTransferStatus(const TransferReq &req, TransferStatus &statu
   status = us == UCS_OK ? TransferStatus::COMPLETED : TransferStatus::FAILED;
   Status st = SUCCESS;
   if (us != UCS_OK) st = t->peer->dead ? PeerError(*t->peer, "transfer") : FromUcs(us, "transfer");
+  async_.erase(found);
   delete t;
   // A failed transfer is reported through the status; the call itself worked.
   (void)st;

@@ -30,8 +30,6 @@ class Context {
 /** @brief Keep UCX from aborting the process when a peer dies with an
  *  operation to it queued (fault_filter.cc); idempotent. */
 void InstallPeerDeathFilter();
-/** @brief How many such peer-death errors were kept from aborting. */
-unsigned long PeerDeathErrorsDropped();
 
 /** @brief A multi-thread worker with an event fd for sleeping progress. */
 class Worker {

@@ -1,0 +1,363 @@
+"""A rank dies (SIGKILL) in the middle of an epoch: the survivor gets an error
+from its next call, within the timeout, and can still free and finalize.
+
+Multi-rank cases run ``mpiexec -disable-auto-cleanup -n 2`` on a script this
+module writes. MPICH's hydra (5.0.x) still tears the whole job down when a
+rank *process* it launched is killed by a signal (SIGUSR1, then SIGKILL, even
+with -disable-auto-cleanup), so each rank runs under a tiny bash wrapper: the
+rank itself is a real process that really gets SIGKILL (its sockets close,
+its memory vanishes), while hydra only sees the wrapper, which exits 0 for a
+rank that was killed. The wrapper also ignores SIGUSR1 (hydra's "a peer
+left" signal, fatal by default).
+
+The survivor prints one ``RESULT`` line per call (call, outcome, seconds) and
+leaves with ``os._exit``: MPICH's ``MPI_Finalize`` (run by mpi4py at exit)
+waits for every rank forever once one is dead, which is MPICH's behaviour,
+not hixl_rma's (``hixl_rma.Finalize`` itself returns, raising PeerFailure).
+
+Engine-level cases use two plain subprocesses (no MPI): the test kills the
+target engine's process while the survivor streams transfers to it.
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+TIMEOUT_MS = 3000
+SLACK_S = 2.0  # scheduling and detection slack on top of the timeout
+RUN_TIMEOUT_S = 60
+
+SCRIPT = textwrap.dedent(r'''
+    import os, signal, sys, time
+    import numpy as np
+    from mpi4py import MPI
+    import hixl_rma
+    from hixl_rma import Win
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    VICTIM, SURVIVOR = 1, 0
+    scenario = sys.argv[1]
+    hixl_rma.Init()
+    st = hixl_rma.runtime.runtime()
+    regions0 = st.engine.stats()["regions"]
+
+    def out(*words):
+        print("RESULT", *words, flush=True)
+
+    def attempt(name, fn):
+        t0 = time.monotonic()
+        try:
+            fn()
+            out(name, "OK", f"{time.monotonic() - t0:.3f}")
+        except hixl_rma.HixlError as exc:
+            out(name, type(exc).__name__, f"{time.monotonic() - t0:.3f}", "|", str(exc).replace("\n", " "))
+        except BaseException as exc:  # anything else is a test failure
+            out(name, "UNEXPECTED:" + type(exc).__name__, f"{time.monotonic() - t0:.3f}", "|", exc)
+
+    def die():
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    buf = np.zeros(16, np.int64)
+    win = Win.Create(buf, disp_unit=8, comm=comm)
+    other = 1 - rank
+    if scenario != "unconnected":
+        # both engines connected both ways, as after any real exchange
+        win.Fence()
+        win.Put(np.full(1, 10 + rank, np.int64), other, 0)
+        win.Fence(hixl_rma.MODE_NOSUCCEED)
+        assert buf[0] == 10 + other
+
+    if scenario == "victim_holds_lock":
+        # the victim dies holding an exclusive lock on the survivor's window
+        if rank == VICTIM:
+            win.Lock(SURVIVOR, hixl_rma.LOCK_EXCLUSIVE)
+            win.Put(np.full(1, 99, np.int64), SURVIVOR, 1)
+            win.Flush(SURVIVOR)
+            comm.Barrier()
+            die()
+        comm.Barrier()
+        time.sleep(0.3)
+        out("data", "OK" if buf[1] == 99 else f"BAD:{buf.tolist()}", "0")
+        # the lock word is held by a dead rank: never released
+        attempt("Lock_self", lambda: win.Lock(SURVIVOR, hixl_rma.LOCK_EXCLUSIVE))
+        attempt("Lock_victim", lambda: win.Lock(VICTIM, hixl_rma.LOCK_SHARED))
+    elif scenario == "survivor_holds_lock":
+        if rank == SURVIVOR:
+            win.Lock(VICTIM, hixl_rma.LOCK_EXCLUSIVE)
+            win.Put(np.full(1, 5, np.int64), VICTIM, 2)
+            win.Flush(VICTIM)
+        comm.Barrier()
+        if rank == VICTIM:
+            die()
+        time.sleep(0.3)
+        attempt("Put_Flush", lambda: (win.Put(np.ones(1, np.int64), VICTIM, 3), win.Flush(VICTIM)))
+        attempt("Unlock", lambda: win.Unlock(VICTIM))
+    elif scenario == "fence_inflight":
+        # the survivor's Put to the victim is still queued when it dies
+        win.Fence()
+        win.Put(np.full(1, 7, np.int64), other, 4)
+        if rank == VICTIM:
+            die()
+        time.sleep(0.3)
+        attempt("Fence", lambda: win.Fence())
+    elif scenario == "unconnected":
+        # the survivor never talked to the victim's engine: nothing tells it
+        # the victim died but the barrier's timeout
+        win.Fence()
+        if rank == VICTIM:
+            win.Put(np.full(1, 3, np.int64), SURVIVOR, 5)
+            win.Fence()
+            die()
+        attempt("Fence", lambda: win.Fence())  # completes: the victim was in it
+        out("data", "OK" if buf[5] == 3 else f"BAD:{buf.tolist()}", "0")
+        time.sleep(0.3)
+        attempt("Fence2", lambda: win.Fence())
+        attempt("Put", lambda: win.Put(np.ones(1, np.int64), VICTIM, 0))
+    else:
+        raise SystemExit(f"unknown scenario {scenario}")
+
+    attempt("Free", win.Free)
+    out("freed", str(win._freed), "0")
+    out("regions", "OK" if st.engine.stats()["regions"] == regions0 else
+        f"BAD:{st.engine.stats()['regions']}!={regions0}", "0")
+    attempt("Free_again", win.Free)
+    attempt("Finalize", hixl_rma.Finalize)
+    out("initialized", str(hixl_rma.Is_initialized()), "0")
+    out("engine_finalized", str(st.engine.finalized), "0")
+    print("DONE", flush=True)
+    os._exit(0)  # MPICH's MPI_Finalize would wait for the dead rank forever
+''')
+
+WRAPPER = 'trap "" USR1; "$@"; rc=$?; [ "$rc" -eq 137 ] && exit 0; exit "$rc"'
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+
+
+def _hydra():
+    try:
+        out = subprocess.run([MPIEXEC, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "HYDRA" in out.stdout + out.stderr
+
+
+needs_hydra = pytest.mark.skipif(not _hydra(), reason="the multi-rank fault cases use MPICH hydra's "
+                                                      "-disable-auto-cleanup")
+
+
+def _env(**extra):
+    env = dict(os.environ)
+    env["HIXL_RMA_TIMEOUT_MS"] = str(TIMEOUT_MS)
+    env.update(extra)
+    return env
+
+
+def _run(cmd, env, timeout=RUN_TIMEOUT_S):
+    """Run a command in its own session; kill the whole group on timeout."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        pytest.fail(f"{cmd} hung for {timeout} s; output:\n{out}")
+    return p.returncode, out
+
+
+def _results(out):
+    """{call: (outcome, seconds, message)} from the survivor's RESULT lines."""
+    res = {}
+    for line in out.splitlines():
+        m = re.match(r"RESULT (\S+) (\S+) (\S+)(?: \| (.*))?$", line)
+        if m:
+            res[m.group(1)] = (m.group(2), float(m.group(3)), m.group(4) or "")
+    return res
+
+
+def _mpi_scenario(tmp_path, scenario, tls=None):
+    script = tmp_path / "fault.py"
+    script.write_text(SCRIPT)
+    env = _env(**({"UCX_TLS": tls} if tls else {}))
+    cmd = [MPIEXEC, "-disable-auto-cleanup", "-n", "2", "bash", "-c", WRAPPER, "wrapper",
+           sys.executable, str(script), scenario]
+    t0 = time.monotonic()
+    rc, out = _run(cmd, env)
+    elapsed = time.monotonic() - t0
+    assert "DONE" in out, f"survivor did not finish (rc {rc}):\n{out}"
+    assert "Fatal" not in out and "Abort" not in out, out
+    res = _results(out)
+    assert not [k for k, v in res.items() if v[0].startswith(("UNEXPECTED", "BAD"))], out
+    return res, out, elapsed
+
+
+def _failed_fast(res, call, out, classes=("PeerFailure", "HixlTimeoutError")):
+    outcome, seconds, msg = res[call]
+    assert outcome in classes, f"{call}: {outcome} {msg}\n{out}"
+    assert seconds <= TIMEOUT_MS / 1000 + SLACK_S, f"{call} took {seconds} s\n{out}"
+    return outcome, seconds, msg
+
+
+def _check_cleanup(res, out):
+    # Free raised (the barrier cannot complete) but freed this rank's part
+    assert res["Free"][0] in ("PeerFailure", "HixlTimeoutError"), out
+    assert res["Free"][1] <= TIMEOUT_MS / 1000 + SLACK_S, out
+    assert res["freed"][0] == "True" and res["regions"][0] == "OK", out
+    assert res["Free_again"][0] == "OK", out  # a freed window: no-op
+    # Finalize reports the dead peer after tearing the engine down
+    assert res["Finalize"][0] in ("PeerFailure", "HixlTimeoutError", "OK"), out
+    assert res["Finalize"][1] <= TIMEOUT_MS / 1000 + SLACK_S, out
+    assert res["initialized"][0] == "False" and res["engine_finalized"][0] == "True", out
+
+
+@needs_hydra
+def test_victim_dies_holding_lock_on_survivor(tmp_path):
+    res, out, _ = _mpi_scenario(tmp_path, "victim_holds_lock")
+    assert res["data"][0] == "OK", out  # what the victim flushed before dying is there
+    # the lock it held is never released: Lock times out, it does not hang
+    outcome, seconds, msg = _failed_fast(res, "Lock_self", out, ("HixlTimeoutError",))
+    assert seconds >= TIMEOUT_MS / 1000 * 0.9 and "exclusive lock" in msg, out
+    # a call on the dead rank itself fails at once
+    outcome, seconds, msg = _failed_fast(res, "Lock_victim", out, ("PeerFailure",))
+    assert seconds < 1.0 and ("lost" in msg or "died" in msg), out
+    _check_cleanup(res, out)
+    # the barrier of Free notices the dead (connected) peer: no full timeout
+    assert res["Free"][0] == "PeerFailure" and res["Free"][1] < 1.5, out
+
+
+@needs_hydra
+def test_survivor_holds_lock_on_victim(tmp_path):
+    res, out, _ = _mpi_scenario(tmp_path, "survivor_holds_lock")
+    for call in ("Put_Flush", "Unlock"):
+        outcome, seconds, msg = _failed_fast(res, call, out, ("PeerFailure",))
+        assert seconds < 1.0, out
+    _check_cleanup(res, out)
+
+
+@needs_hydra
+@pytest.mark.parametrize("tls", [None, "tcp"])
+def test_victim_dies_in_fence_epoch_with_rma_in_flight(tmp_path, tls):
+    # The survivor's Put to the victim is queued (cma / tcp) when the victim
+    # dies: UCX fails it (process_vm_writev: ESRCH), which for an endpoint
+    # without UCX error handling used to abort the survivor (fault_filter.cc).
+    res, out, _ = _mpi_scenario(tmp_path, "fence_inflight", tls)
+    outcome, seconds, msg = _failed_fast(res, "Fence", out, ("PeerFailure",))
+    assert seconds < 1.5, out
+    _check_cleanup(res, out)
+
+
+@needs_hydra
+def test_victim_dies_in_fence_epoch_unconnected(tmp_path):
+    # The survivor never connected to the victim's engine: the fence that
+    # follows the death can only time out (no hang), and a call on the dead
+    # rank finds its engine gone.
+    res, out, _ = _mpi_scenario(tmp_path, "unconnected")
+    assert res["Fence"][0] == "OK" and res["data"][0] == "OK", out
+    outcome, seconds, msg = _failed_fast(res, "Fence2", out, ("HixlTimeoutError",))
+    assert seconds >= TIMEOUT_MS / 1000 * 0.9 and "barrier" in msg, out
+    outcome, seconds, msg = _failed_fast(res, "Put", out, ("PeerFailure",))
+    assert "world rank 1" in msg, out
+    _check_cleanup(res, out)
+    # the refused connection is remembered: later barriers give up at once
+    assert res["Free"][0] == "PeerFailure" and res["Free"][1] < 1.5, out
+
+
+# ------------------------------------------------------------ engine level
+
+ENGINE_SCRIPT = textwrap.dedent(r'''
+    import json, os, sys, time
+    import numpy as np
+    import hixl_rma
+
+    role, path, mode = sys.argv[1], sys.argv[2], sys.argv[3]
+    MiB = 1 << 20
+    N = 32 * MiB
+    if role == "target":
+        e = hixl_rma.Engine(options={"JobToken": "fault-test"})
+        buf = np.zeros(N, np.uint8)
+        h = e.register_mem(buf)
+        with open(path + ".tmp", "w") as f:
+            json.dump({"addr": e.address, "base": h.addr}, f)
+        os.replace(path + ".tmp", path)
+        while True:
+            time.sleep(1)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise SystemExit("target never published its address")
+        time.sleep(0.01)
+    info = json.load(open(path))
+    e = hixl_rma.Engine(options={"JobToken": "fault-test"})
+    src = np.ones(N, np.uint8)
+    e.register_mem(src)
+    e.connect(info["addr"])
+    remote, base = info["addr"], info["base"]
+    n = 0
+    start = time.monotonic()
+    try:
+        while time.monotonic() - start < 30:
+            t_call = time.monotonic()
+            if mode == "write":
+                e.transfer_sync(remote, hixl_rma.WRITE, [(src.ctypes.data, base, N)])
+            elif mode == "read":
+                e.transfer_sync(remote, hixl_rma.READ, [(src.ctypes.data, base, N)])
+            elif mode == "post":
+                e.post(remote, hixl_rma.WRITE, [(src.ctypes.data + i * MiB, base + i * MiB, MiB)
+                                                for i in range(N // MiB)])
+                e.flush(remote)
+            elif mode == "atomic":
+                e.atomic_fetch_add(remote, base, 1)
+            n += 1
+            if n == 1:
+                print("STREAMING", flush=True)
+        print("RESULT none", flush=True)
+    except hixl_rma.HixlError as exc:
+        print(f"RESULT {type(exc).__name__} {time.monotonic() - t_call:.3f} {n} | {exc}", flush=True)
+    t0 = time.monotonic()
+    e.finalize()
+    print(f"FINALIZED {time.monotonic() - t0:.3f}", flush=True)
+''')
+
+
+@pytest.mark.parametrize("mode,tls", [("write", None), ("read", None), ("post", None), ("atomic", None),
+                                      ("write", "tcp"), ("post", "tcp")])
+def test_engine_peer_killed_mid_transfer(tmp_path, mode, tls):
+    script = tmp_path / "engine_fault.py"
+    script.write_text(ENGINE_SCRIPT)
+    info = str(tmp_path / "info.json")
+    env = _env(**({"UCX_TLS": tls} if tls else {}))
+    target = subprocess.Popen([sys.executable, str(script), "target", info, mode], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    survivor = subprocess.Popen([sys.executable, str(script), "survivor", info, mode], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # kill the target once the survivor is streaming to it
+        line = survivor.stdout.readline()
+        assert line.startswith("STREAMING"), line + survivor.stdout.read()
+        time.sleep(0.3)
+        target.send_signal(signal.SIGKILL)
+        t_kill = time.monotonic()
+        out, _ = survivor.communicate(timeout=RUN_TIMEOUT_S)
+        elapsed = time.monotonic() - t_kill
+    finally:
+        for p in (target, survivor):
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert survivor.returncode == 0, out
+    m = re.search(r"RESULT (\S+) (\S+) (\d+) \| (.*)", out)
+    assert m, out
+    assert m.group(1) in ("PeerFailure", "HixlTimeoutError"), out
+    assert float(m.group(2)) <= TIMEOUT_MS / 1000 + SLACK_S, out
+    assert "FINALIZED" in out, out
+    assert elapsed <= TIMEOUT_MS / 1000 + SLACK_S + 2, out

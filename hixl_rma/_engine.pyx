@@ -131,9 +131,25 @@ def default_timeout_ms():
     return ms
 
 
+# The default timeout, read from the environment once (a lookup per call
+# would cost a microsecond on every transfer); the runtime may set it.
+cdef int32_t default_timeout_ms_c = 0
+
+
+def set_default_timeout(int32_t ms):
+    """Timeout (ms) of engine calls that are given none."""
+    global default_timeout_ms_c
+    if ms <= 0:
+        raise ParamError(f"timeout must be positive, got {ms}")
+    default_timeout_ms_c = ms
+
+
 cdef int32_t _timeout(object timeout_ms) except? -1:
+    global default_timeout_ms_c
     if timeout_ms is None:
-        return default_timeout_ms()
+        if default_timeout_ms_c == 0:
+            default_timeout_ms_c = default_timeout_ms()
+        return default_timeout_ms_c
     if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, (int, np.integer)):
         raise ParamError(f"timeout_ms must be an int, got {type(timeout_ms).__name__}")
     if timeout_ms < 0 or timeout_ms > 2**31 - 1:

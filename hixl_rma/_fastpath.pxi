@@ -184,6 +184,7 @@ cdef class FastWin:
         cdef uint64_t *word
         cdef Status st
         cdef AtomicOp aop
+        cdef int32_t tmo
         if self.eng._h == NULL or not self._target_ok(target_rank, &r, True):
             return False
         if self.access[r] != 0 or not self.atomics[r] or (whole and not _one_element(origin)):
@@ -212,10 +213,10 @@ cdef class FastWin:
                 __atomic_compare_exchange_n(word, &old, value, False, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
         else:
             aop = _FAST_OPS[code]
+            tmo = _timeout(None)
             with nogil:
                 st = Atomic(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), aop,
-                            self.base[r] + off, 0 if code == C_NOOP else value, cmp, &old,
-                            default_timeout_ms_c)
+                            self.base[r] + off, 0 if code == C_NOOP else value, cmp, &old, tmo)
             if st != 0:
                 return False
         if result is not None:
@@ -226,6 +227,7 @@ cdef class FastWin:
         """Flush in a passive epoch; False leaves it to the Python layer."""
         cdef Py_ssize_t r
         cdef Status st
+        cdef int32_t tmo
         if self.eng._h == NULL or type(target_rank) is not int:
             return False
         r = <Py_ssize_t>target_rank
@@ -233,9 +235,9 @@ cdef class FastWin:
             return False
         if not self.dirty[r]:
             return True
+        tmo = _timeout(None)
         with nogil:
-            st = Flush(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
-                       default_timeout_ms_c)
+            st = Flush(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
         if st != 0:
             return False
         self.dirty[r] = 0
@@ -317,10 +319,4 @@ cdef inline void _copy(char *remote, char *local, size_t n, bint write) noexcept
         memcpy(local, remote, n)
 
 
-cdef int32_t default_timeout_ms_c = 30000
 
-
-def set_default_timeout(int32_t ms):
-    """Timeout of the hot path's flush (the runtime's timeout)."""
-    global default_timeout_ms_c
-    default_timeout_ms_c = ms

@@ -47,3 +47,22 @@ def test_example_runs_and_verifies(script, ranks):
     assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{out}"
     assert "verified" in proc.stdout, out
     assert "MISMATCH" not in proc.stdout, out
+
+
+@pytest.mark.parametrize("ranks, extra, lines", [
+    (2, ["--mode", "put"], 1),
+    (2, ["--mode", "get"], 1),
+    (2, ["--mode", "put", "--compare", "mpi"], 2),
+    (3, ["--mode", "get"], 1),  # the odd rank sits out
+])
+def test_kv_cache_transfer_small(ranks, extra, lines):
+    cmd = [_mpiexec(), "-n", str(ranks), sys.executable, str(EXAMPLES / "kv_cache_transfer.py"),
+           "--layers", "4", "--blocks", "8", "--block-kib", "16", *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=_clean_env(),
+                          cwd=EXAMPLES.parent)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{out}"
+    assert proc.stdout.count("verification: PASSED") == lines, out
+    assert "FAILED" not in proc.stdout, out
+    if "--compare" in extra:
+        assert "hixl_rma" in proc.stdout and "mpi4py" in proc.stdout, out

@@ -106,11 +106,16 @@ class _Target:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self._lines: "queue.Queue[Optional[str]]" = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
-        while True:
-            line = self.readline(timeout)
-            if line.startswith(_HEADER):
-                self.info = json.loads(line[len(_HEADER):])
-                break
+        try:
+            while True:
+                line = self.readline(timeout)
+                if line.startswith(_HEADER):
+                    self.info = json.loads(line[len(_HEADER):])
+                    break
+        except BaseException:
+            self.proc.kill()
+            self.proc.wait()
+            raise
 
     def _pump(self):
         for line in self.proc.stdout:
@@ -227,16 +232,17 @@ def run(args) -> dict:
 
             iters = _calibrate(timed, seconds)
             timed(iters)  # warm-up repetition
-            eng_s, ucx_s = [], []
+            eng_s, ucx_s, pairs = [], [], []
             for _ in range(reps):
                 eng_s.append(size * iters / timed(iters) / 1e9)
                 if not quick or not ucx_s:
                     r = perftest("ucp_put_bw", size, iters, max(2 if quick else 10, iters // 10), ("-o",))
                     if r is not None:
                         ucx_s.append(pt.bandwidth_gbps(r))
+                        pairs.append(eng_s[-1] / ucx_s[-1])
             e, u = rp.summarize(eng_s), (rp.summarize(ucx_s) if ucx_s else None)
             bw_rows.append({"size": size, "iters": iters, "engine_gbps": e, "ucx_perftest_gbps": u,
-                            "ratio": rp.ratio(e, u)})
+                            "ratio": rp.ratio(e, u), "ratio_paired": rp.summarize(pairs) if pairs else None})
         result["bandwidth"] = bw_rows
 
         # ---- 8-byte WRITE round trip (transfer_sync = put + remote completion)
@@ -259,16 +265,18 @@ def run(args) -> dict:
 
         lat_iters = _calibrate(lat_timed, seconds)
         lat_rep(lat_iters)  # warm-up
-        eng_l, ucx_l = [], []
+        eng_l, ucx_l, pairs = [], [], []
         for _ in range(reps):
             eng_l.append(lat_rep(lat_iters))
             if not quick or not ucx_l:
                 r = perftest("ucp_put_lat", LAT_SIZE, 2000 if quick else 100_000, 100 if quick else 1000)
                 if r is not None:
                     ucx_l.append(r["lat_p50_us"])
+                    pairs.append(eng_l[-1] / ucx_l[-1])
         e, u = rp.summarize(eng_l), (rp.summarize(ucx_l) if ucx_l else None)
         result["latency"] = {
             "size": LAT_SIZE, "iters": lat_iters, "engine_us": e, "ucx_perftest_us": u, "ratio": rp.ratio(e, u),
+            "ratio_paired": rp.summarize(pairs) if pairs else None,
             "engine_metric": "transfer_sync of 8 B (put + remote completion), median per call",
             "ucx_perftest_metric": "ucp_put_lat 50th percentile: half a put ping-pong, both sides polling",
         }
@@ -330,23 +338,36 @@ def report(result: dict, file=None) -> None:
     m = result["machine"]
     cfg = result["config"]
     headers = ["metric", "size", "engine med", "engine min", "engine max", "ucx_perftest med [min-max]",
-               "engine/ucx"]
+               "engine/ucx", "paired"]
+
+    def paired(r):
+        return rp.fmt_num((r.get("ratio_paired") or {}).get("median"))
+
     rows = []
     for r in result["bandwidth"]:
         e = r["engine_gbps"]
         rows.append(["WRITE GB/s", rp.fmt_size(r["size"]), rp.fmt_num(e["median"]), rp.fmt_num(e["min"]),
-                     rp.fmt_num(e["max"]), rp.fmt_stat(r["ucx_perftest_gbps"]), rp.fmt_num(r["ratio"])])
+                     rp.fmt_num(e["max"]), rp.fmt_stat(r["ucx_perftest_gbps"]), rp.fmt_num(r["ratio"]),
+                     paired(r)])
     lat = result["latency"]
     e = lat["engine_us"]
     rows.append(["WRITE lat us", rp.fmt_size(lat["size"]), rp.fmt_num(e["median"]), rp.fmt_num(e["min"]),
-                 rp.fmt_num(e["max"]), rp.fmt_stat(lat["ucx_perftest_us"]), rp.fmt_num(lat["ratio"])])
+                 rp.fmt_num(e["max"]), rp.fmt_stat(lat["ucx_perftest_us"]), rp.fmt_num(lat["ratio"]),
+                 paired(lat)])
     perf = result["ucx_perftest"]
     notes = [
         f"{m['cpu_model']}, {m['nproc']} CPUs, UCX {m['ucx_version']} ({m['ucx_origin']}), "
         f"target memory: {cfg['target_mem']}, UCX_TLS={m['ucx_env'].get('UCX_TLS', '(UCX default)')}",
-        f"median of {cfg['reps']} repetitions of ~{cfg['seconds_per_rep']} s after one warm-up; GB/s = 1e9 B/s",
+        f"median of {cfg['reps']} repetitions of ~{cfg['seconds_per_rep']} s after one warm-up; GB/s = 1e9 B/s; "
+        "engine/ucx = ratio of the medians; paired = median of the per-repetition ratios (each ucx_perftest "
+        "run follows the engine's repetition)",
         "latency: engine = " + lat["engine_metric"] + "; ucx_perftest = " + lat["ucx_perftest_metric"],
     ]
+    if perf.get("available"):
+        notes.append("ucx_perftest: -t ucp_put_bw -o (responder not progressed), buffers from ucp_mem_map ALLOCATE: "
+                     + (f"UCX_ALLOC_PRIO={cfg['perftest_alloc']}" if cfg.get("perftest_alloc")
+                        else "UCX default (sysv shared memory, 4 KiB pages); the engine's numpy buffers "
+                             "are anonymous memory (THP from 4 MiB)"))
     load, end = m.get("loadavg"), result.get("loadavg_end")
     if load and end and m.get("nproc") and (load[0] > 0.5 * m["nproc"] or end[0] > m["nproc"]):
         # (the benchmark itself keeps about one CPU busy)

@@ -109,19 +109,25 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]
     file = file or sys.stdout
     try:
         from rich.console import Console
+        from rich.markup import escape
         from rich.table import Table
     except ImportError:
         Console = None
     if Console is not None:
-        table = Table(title=title)
+        table = Table(title=escape(title))
         for i, h in enumerate(headers):
-            table.add_column(h, justify="left" if i == 0 else "right")
+            table.add_column(escape(h), justify="left" if i == 0 else "right", no_wrap=True)
         for r in rows:
-            table.add_row(*[str(c) for c in r])
+            table.add_row(*[escape(str(c)) for c in r])
+        # Never truncate numbers: outside a terminal (pipes, CI logs) rich would
+        # assume 80 columns, so size the console to the table instead.
+        need = sum(max(len(str(h)), *(len(str(r[i])) for r in rows)) + 3 for i, h in enumerate(headers)) + 1
         console = Console(file=file)
+        if not console.is_terminal or console.width < need:
+            console = Console(file=file, width=max(need, 80))
         console.print(table)
         for n in notes:
-            console.print(n, markup=False, highlight=False)
+            console.print(n, markup=False, highlight=False, soft_wrap=True)
         return
     widths = [len(h) for h in headers]
     for r in rows:

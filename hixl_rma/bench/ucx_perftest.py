@@ -12,6 +12,7 @@ side of ucx_perftest is as idle as the engine's target.
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -77,6 +78,20 @@ def version(exe: str) -> Optional[str]:
 
 
 def free_port() -> int:
+    """A port that is free now, below the usual ephemeral range.
+
+    Ports the kernel hands out for ``bind(0)`` (engines, clients) come from
+    the ephemeral range, so a port outside it is less likely to be taken
+    between this check and the server's bind; :func:`run` retries anyway.
+    """
+    for _ in range(100):
+        port = random.randrange(20000, 32000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -137,7 +152,7 @@ def run(exe: str, test: str, size: int, iters: int, warmup: int = 10, extra: Seq
             deadline = time.monotonic() + start_timeout
             while True:
                 if server.poll() is not None:
-                    raise PerftestError(f"ucx_perftest server exited with {server.returncode}:\n{_stop(server)}")
+                    break
                 state = _listening(port)
                 if state is None:  # no /proc: give it a moment
                     time.sleep(0.5)
@@ -148,6 +163,9 @@ def run(exe: str, test: str, size: int, iters: int, warmup: int = 10, extra: Seq
                     raise PerftestError(f"ucx_perftest server did not listen on port {port} "
                                         f"within {start_timeout:.0f} s")
                 time.sleep(0.01)
+            if server.poll() is not None:  # e.g. the port was taken meanwhile: try another
+                last_error = f"ucx_perftest server exited with {server.returncode}:\n{_stop(server)}"
+                continue
             try:
                 client = subprocess.run([exe, "127.0.0.1", "-p", str(port), *args], env=environ,
                                         stdin=subprocess.DEVNULL, capture_output=True, text=True,

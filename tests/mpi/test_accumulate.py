@@ -1,0 +1,388 @@
+"""Accumulate operations: every predefined op on representative dtypes under
+fence and lock (Accumulate, Get_accumulate), contention under Lock_all
+(Fetch_and_op counters, float sums, MAX/MIN races, a Compare_and_swap spin
+lock), element-wise atomic snapshots with NO_OP, bad input, and the
+request-based forms.
+"""
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+import hixl_rma
+from hixl_rma import DatatypeError, ParamError, Win
+
+from mpiutil import barrier, pattern
+
+pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(60, method="thread")]
+
+N = 7  # elements of the op-by-dtype accumulates
+
+OPS = {
+    "SUM": (hixl_rma.SUM, MPI.SUM), "PROD": (hixl_rma.PROD, MPI.PROD),
+    "MAX": (hixl_rma.MAX, MPI.MAX), "MIN": (hixl_rma.MIN, MPI.MIN),
+    "LAND": (hixl_rma.LAND, MPI.LAND), "LOR": (hixl_rma.LOR, MPI.LOR),
+    "LXOR": (hixl_rma.LXOR, MPI.LXOR), "BAND": (hixl_rma.BAND, MPI.BAND),
+    "BOR": (hixl_rma.BOR, MPI.BOR), "BXOR": (hixl_rma.BXOR, MPI.BXOR),
+    "REPLACE": (hixl_rma.REPLACE, MPI.REPLACE), "NO_OP": (hixl_rma.NO_OP, MPI.NO_OP),
+}
+INT_ONLY = {"LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR"}
+NO_COMPLEX = {"MAX", "MIN"}
+DTYPES = ["int32", "int64", "uint64", "float64", "complex128"]
+
+
+def _defined(name, dt):
+    kind = np.dtype(dt).kind
+    if name in INT_ONLY:
+        return kind in "iu"
+    if name in NO_COMPLEX:
+        return kind != "c"
+    return True
+
+
+def _ref(name, target, origin):
+    """numpy reference of ``op(target, origin)``."""
+    t, o = target, origin
+    fn = {
+        "SUM": lambda: t + o, "PROD": lambda: t * o,
+        "MAX": lambda: np.maximum(t, o), "MIN": lambda: np.minimum(t, o),
+        "LAND": lambda: np.logical_and(t != 0, o != 0), "LOR": lambda: np.logical_or(t != 0, o != 0),
+        "LXOR": lambda: np.logical_xor(t != 0, o != 0),
+        "BAND": lambda: t & o, "BOR": lambda: t | o, "BXOR": lambda: t ^ o,
+        "REPLACE": lambda: o, "NO_OP": lambda: t,
+    }[name]
+    return np.asarray(fn()).astype(t.dtype)
+
+
+def _init(rank, dt):
+    """Window contents of ``rank`` (with zeros, for the logical ops)."""
+    v = pattern(N, rank, dt, salt=3)
+    v[0] = 0
+    v[3] = 0
+    return v
+
+
+def _origin(rank, dt, salt):
+    v = pattern(N, rank, dt, salt=salt)
+    v[1] = 0
+    v[3] = 0
+    if np.dtype(dt).kind in "iu":
+        v[5] = 5 + rank  # smaller than the target's there: MIN/MAX both matter
+    return v
+
+
+def _epoch(win, mode, peer):
+    if mode == "fence":
+        win.Fence()
+    else:
+        win.Lock(peer, hixl_rma.LOCK_SHARED)
+
+
+def _end(win, mode, peer, comm):
+    if mode == "fence":
+        win.Fence()
+    else:
+        win.Unlock(peer)
+        barrier(comm)
+
+
+def _op_cases():
+    out = []
+    for name in OPS:
+        for dt in DTYPES:
+            if not _defined(name, dt):
+                continue
+            marks = [pytest.mark.core] if dt in ("int64", "float64") else []
+            out.append(pytest.param(name, dt, marks=marks, id=f"{name}-{dt}"))
+    return out
+
+
+def _run_op(comm, rank, left, right, name, dt, mode, op):
+    buf = _init(rank, dt)
+    win = Win.Create(buf, disp_unit=buf.itemsize, comm=comm)
+    win.Fence() if mode == "fence" else barrier(comm)
+    _epoch(win, mode, right)
+    win.Accumulate(_origin(rank, dt, 1), right, None, op)
+    _end(win, mode, right, comm)
+    after_acc = buf.copy()
+    barrier(comm)  # read before the next epoch's writes arrive
+    res = np.full(N, 99, dt)
+    _epoch(win, mode, right)
+    win.Get_accumulate(_origin(rank, dt, 2), res, right, None, op)
+    _end(win, mode, right, comm)
+    if mode == "fence":
+        win.Fence(hixl_rma.MODE_NOSUCCEED)
+    final = buf.copy()
+    win.Free()
+    ref1 = _ref(name, _init(rank, dt), _origin(left, dt, 1))
+    np.testing.assert_array_equal(after_acc, ref1)
+    right_ref1 = _ref(name, _init(right, dt), _origin(rank, dt, 1))
+    np.testing.assert_array_equal(res, right_ref1)
+    np.testing.assert_array_equal(final, _ref(name, ref1, _origin(left, dt, 2)))
+
+
+@pytest.mark.parametrize("mode", ["fence", "lock"])
+@pytest.mark.parametrize("name,dt", _op_cases())
+def test_op_dtype(comm, rank, left, right, name, dt, mode):
+    _run_op(comm, rank, left, right, name, dt, mode, OPS[name][0])
+
+
+@pytest.mark.parametrize("name", list(OPS))
+def test_mpi4py_ops_accepted(comm, rank, left, right, name):
+    _run_op(comm, rank, left, right, name, "int64", "fence", OPS[name][1])
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("name,dt", [("BAND", "float64"), ("LAND", "float64"), ("BXOR", "complex128"),
+                                     ("MAX", "complex128"), ("MIN", "complex128")])
+def test_undefined_op_raises(comm, rank, right, name, dt):
+    buf = _init(rank, dt)
+    win = Win.Create(buf, disp_unit=buf.itemsize, comm=comm)
+    win.Lock(right, hixl_rma.LOCK_SHARED)
+    errs = []
+    for call in (lambda: win.Accumulate(_origin(rank, dt, 1), right, None, OPS[name][0]),
+                 lambda: win.Accumulate(_origin(rank, dt, 1), right, None, OPS[name][1]),
+                 lambda: win.Get_accumulate(_origin(rank, dt, 1), np.zeros(N, dt), right, None,
+                                            OPS[name][0]),
+                 lambda: win.Fetch_and_op(_origin(rank, dt, 1), np.zeros(1, dt), right, 0,
+                                          OPS[name][0])):
+        with pytest.raises(DatatypeError) as err:
+            call()
+        errs.append(str(err.value))
+    win.Unlock(right)
+    barrier(comm)
+    got = buf.copy()
+    win.Free()
+    for msg in errs:
+        assert name in msg
+    np.testing.assert_array_equal(got, _init(rank, dt))
+
+
+# ------------------------------------------------------------------ contention
+
+K = 200
+
+
+def _window(flavor, nelem, dtype, comm):
+    dt = np.dtype(dtype)
+    if flavor == "create":
+        mem = np.zeros(nelem, dt)
+        win = Win.Create(mem, disp_unit=dt.itemsize, comm=comm)
+    else:
+        win = Win.Allocate(nelem * dt.itemsize, disp_unit=dt.itemsize, comm=comm)
+        mem = np.frombuffer(win.tomemory(), dt)
+        mem[:] = 0
+    barrier(comm)
+    return win, mem
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("flavor", ["create", "allocate"])
+def test_fetch_and_op_counter(comm, rank, size, flavor):
+    win, mem = _window(flavor, 2, np.int64, comm)
+    one, res = np.ones(1, np.int64), np.zeros(1, np.int64)
+    fetched = np.empty(K, np.int64)
+    win.Lock_all()
+    for i in range(K):
+        win.Fetch_and_op(one, res, 0, 0, hixl_rma.SUM)
+        fetched[i] = res[0]
+    win.Unlock_all()
+    barrier(comm)
+    final = comm.bcast(int(mem[0]) if rank == 0 else None, root=0)
+    allf = np.concatenate(comm.allgather(fetched))
+    win.Free()
+    assert final == size * K
+    np.testing.assert_array_equal(np.sort(allf), np.arange(size * K))
+    # one origin's fetches are increasing (its own earlier adds are visible)
+    assert (np.diff(fetched) > 0).all()
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("flavor", ["create", "allocate"])
+def test_accumulate_float_sum_everywhere(comm, rank, size, flavor):
+    win, mem = _window(flavor, 1000, np.float64, comm)
+    ones = np.ones(1000, np.float64)
+    win.Lock_all()
+    for _ in range(50):
+        for t in range(size):
+            win.Accumulate(ones, (rank + t) % size, None, hixl_rma.SUM)
+    win.Unlock_all()
+    barrier(comm)
+    got = mem.copy()
+    win.Free()
+    np.testing.assert_array_equal(got, np.full(1000, 50.0 * size))
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("flavor", ["create", "allocate"])
+def test_max_min_races(comm, rank, size, flavor):
+    n, iters = 64, 10
+    wmax, mmax = _window(flavor, n, np.int64, comm)
+    wmin, mmin = _window(flavor, n, np.int64, comm)
+    mmax[:] = np.iinfo(np.int64).min
+    mmin[:] = np.iinfo(np.int64).max
+    barrier(comm)
+    rng = np.random.default_rng(1234 + rank)
+    mine = rng.integers(-(1 << 62), 1 << 62, size=(iters, n), dtype=np.int64)
+    wmax.Lock_all()
+    wmin.Lock_all()
+    for i in range(iters):
+        for t in range(size):
+            tgt = (rank + t + i) % size
+            wmax.Accumulate(mine[i], tgt, None, hixl_rma.MAX)
+            wmin.Accumulate(mine[i], tgt, None, MPI.MIN)
+    wmax.Unlock_all()
+    wmin.Unlock_all()
+    barrier(comm)
+    gmax, gmin = mmax.copy(), mmin.copy()
+    wmax.Free()
+    wmin.Free()
+    every = np.concatenate(comm.allgather(mine))
+    np.testing.assert_array_equal(gmax, every.max(axis=0))
+    np.testing.assert_array_equal(gmin, every.min(axis=0))
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("release", ["cas", "replace"])
+@pytest.mark.parametrize("flavor", ["create", "allocate"])
+def test_cas_spin_lock(comm, rank, size, flavor, release):
+    kk = 50
+    win, mem = _window(flavor, 2, np.int64, comm)  # [lock word, counter] at rank 0
+    me, zero = np.array([rank + 1], np.int64), np.zeros(1, np.int64)
+    res, cnt = np.zeros(1, np.int64), np.zeros(1, np.int64)
+    bad_release = []
+    win.Lock_all()
+    for _ in range(kk):
+        while True:
+            win.Compare_and_swap(me, zero, res, 0, 0)
+            win.Flush(0)
+            if res[0] == 0:
+                break
+        win.Get(cnt, 0, 1)
+        win.Flush(0)
+        cnt[0] += 1
+        win.Put(cnt, 0, 1)
+        win.Flush(0)
+        if release == "cas":
+            win.Compare_and_swap(zero, me, res, 0, 0)
+            if res[0] != rank + 1:
+                bad_release.append(int(res[0]))
+        else:
+            win.Accumulate(zero, 0, 0, hixl_rma.REPLACE)
+        win.Flush(0)
+    win.Unlock_all()
+    barrier(comm)
+    final = comm.bcast((int(mem[0]), int(mem[1])) if rank == 0 else None, root=0)
+    win.Free()
+    assert bad_release == []
+    assert final == (0, kk * size)
+
+
+# ------------------------------------------------------------ NO_OP snapshots
+
+BASE = (1 << 40) + 12345
+INC = (1 << 32) + 1  # a torn 8-byte value would not be BASE + k*INC
+NSNAP = 512
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("dt", ["int64", "float64"])
+def test_no_op_snapshot_is_elementwise_atomic(comm, rank, size, dt):
+    dt = np.dtype(dt)
+    adds, reads = 100, 100
+    base = dt.type(BASE if dt.kind == "i" else 1024.0)
+    inc = dt.type(INC if dt.kind == "i" else 0.5)  # exact in float64
+    win, mem = _window("create", NSNAP, dt, comm)
+    if rank == 0:
+        mem[:] = base
+    barrier(comm)
+    total = (size - 1) * adds
+    snaps, own = [], []
+    dummy = np.zeros(NSNAP, dt)
+    win.Lock_all()
+    if rank == 0:
+        for _ in range(reads):
+            res = np.empty(NSNAP, dt)
+            win.Get_accumulate(dummy, res, 0, None, hixl_rma.NO_OP)
+            snaps.append(res)
+    else:
+        incs = np.full(NSNAP, inc, dt)
+        for j in range(adds):
+            win.Accumulate(incs, 0, None, hixl_rma.SUM)
+            if j % 10 == 9:
+                res = np.empty(NSNAP, dt)
+                win.Get_accumulate(dummy, res, 0, None, MPI.NO_OP)
+                own.append((j + 1, res))
+    win.Unlock_all()
+    barrier(comm)
+    final = mem.copy() if rank == 0 else None
+    win.Free()
+    for res in snaps + [r for _, r in own]:
+        k = (res - base) / inc if dt.kind == "f" else (res - base) // inc
+        assert ((res - base) % inc == 0).all(), "torn or invalid value"
+        assert ((k >= 0) & (k <= total)).all()
+    for a, b in zip(snaps, snaps[1:]):
+        assert (b >= a).all(), "a later snapshot went backwards"
+    for done, res in own:  # this origin's own earlier adds are visible (ordering)
+        assert (res >= base + done * inc).all()
+    if rank == 0:
+        np.testing.assert_array_equal(final, np.full(NSNAP, base + total * inc, dt))
+
+
+# ------------------------------------------------------------------ bad input
+
+@pytest.mark.core
+def test_bad_input_leaves_target_unchanged(comm, rank, right):
+    buf = _init(rank, "int64")
+    win = Win.Create(buf, disp_unit=8, comm=comm)
+    win.Lock(right, hixl_rma.LOCK_SHARED)
+    origin = _origin(rank, "int64", 1)
+    with pytest.raises(DatatypeError):  # result too small
+        win.Get_accumulate(origin, np.zeros(3, np.int64), right, None, hixl_rma.SUM)
+    with pytest.raises(DatatypeError):  # result too small, locked path
+        win.Get_accumulate(origin, np.zeros(3, np.int64), right, None, hixl_rma.MAX)
+    with pytest.raises(DatatypeError):  # result of another dtype
+        win.Get_accumulate(origin, np.zeros(N, np.float64), right, None, hixl_rma.SUM)
+    ro = np.zeros(N, np.int64)
+    ro.flags.writeable = False
+    with pytest.raises(ParamError):
+        win.Get_accumulate(origin, ro, right, None, hixl_rma.SUM)
+    ro1 = np.zeros(1, np.int64)
+    ro1.flags.writeable = False
+    with pytest.raises(ParamError):
+        win.Fetch_and_op(origin[:1], ro1, right, 0, hixl_rma.SUM)
+    with pytest.raises(ParamError):
+        win.Compare_and_swap(origin[:1], origin[:1], ro1, right, 0)
+    with pytest.raises(DatatypeError):
+        win.Compare_and_swap(np.array([5], np.int64), np.array([0], np.int32),
+                             np.zeros(1, np.int64), right, 0)
+    with pytest.raises(DatatypeError):
+        win.Compare_and_swap(np.array([5], np.int64), np.array([0], np.float64),
+                             np.zeros(1, np.int64), right, 0)
+    win.Unlock(right)
+    barrier(comm)
+    got = buf.copy()
+    win.Free()
+    np.testing.assert_array_equal(got, _init(rank, "int64"))
+
+
+# ------------------------------------------------------------------- requests
+
+@pytest.mark.parametrize("dt", ["int64", "float64"])
+def test_request_based(comm, rank, left, right, dt):
+    buf = _init(rank, dt)
+    win = Win.Create(buf, disp_unit=buf.itemsize, comm=comm)
+    barrier(comm)
+    win.Lock(right, hixl_rma.LOCK_SHARED)
+    req = win.Raccumulate(_origin(rank, dt, 1), right, None, hixl_rma.SUM)
+    req.Wait()
+    res = np.zeros(N, dt)
+    req2 = win.Rget_accumulate(_origin(rank, dt, 2), res, right, None, hixl_rma.SUM)
+    req2.Wait()
+    got_res = res.copy()
+    win.Unlock(right)
+    barrier(comm)
+    final = buf.copy()
+    win.Free()
+    r1 = _init(right, dt) + _origin(rank, dt, 1)
+    np.testing.assert_array_equal(got_res, r1)
+    np.testing.assert_array_equal(final, _init(rank, dt) + _origin(left, dt, 1) + _origin(left, dt, 2))

@@ -197,8 +197,11 @@ class AccumulateMixin:
         code = _FAST_CODES.get(op) if type(op) is Op or op is _CSWAP else None
         if code is None or type(target_rank) is not int or not 0 <= target_rank < len(self._targets):
             return False
-        if self._targets[target_rank].last_atomic is not None:
+        t = self._targets[target_rank]
+        if t.last_atomic is not None:
             return False  # posted atomics first: this origin's accumulates stay ordered
+        if not self._fast.is_ready(target_rank) and not self._freed:
+            self._make_ready(t)  # atomics may be the first operation to this target
         return self._fast.atomic(origin, compare, result, target_rank, target, code, whole)
 
     def Accumulate(self, origin, target_rank, target=None, op=SUM):

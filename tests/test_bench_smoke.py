@@ -1,9 +1,12 @@
-"""Smoke test of ``python -m hixl_rma.bench engine --quick``: it runs and writes sane JSON.
+"""Smoke tests of ``python -m hixl_rma.bench engine --quick`` and of
+``mpiexec -n 2 python -m hixl_rma.bench rma --quick`` (+ ``merge``): they run
+and write sane JSON (and a PNG).
 
 No timing assertions: the numbers only have to exist and be positive.
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -59,4 +62,71 @@ def test_help_lists_engine():
     proc = subprocess.run([sys.executable, "-m", "hixl_rma.bench", "--help"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0
-    assert "engine" in proc.stdout
+    for name in ("engine", "rma", "merge"):
+        assert name in proc.stdout
+
+
+# --------------------------------------------------------------------------- rma (under mpiexec)
+
+def _mpiexec():
+    """The mpiexec of this interpreter's environment (the MPI mpi4py uses), else PATH's."""
+    here = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return here if os.access(here, os.X_OK) else shutil.which("mpiexec")
+
+
+@pytest.mark.timeout(330)
+def test_rma_quick(tmp_path):
+    mpiexec = _mpiexec()
+    if mpiexec is None:
+        pytest.skip("no mpiexec")
+    out, png = tmp_path / "rma.json", tmp_path / "rma.png"
+    env = dict(os.environ)
+    env.pop("UCX_TLS", None)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", TERM="dumb")
+    proc = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "hixl_rma.bench", "rma", "--quick",
+                           "--compare", "mpi,ucx", "--json", str(out), "--plot", str(png), "--no-progress"],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "targets" in proc.stdout and "hixl/" in proc.stdout  # the tables were printed, once
+    assert proc.stdout.count("W1: median") == 1
+    res = json.loads(out.read_text())
+    for key in ("workload", "machine", "config", "impls", "figures", "targets", "verified", "ucx_perftest",
+                "elapsed_s"):
+        assert key in res, key
+    assert res["workload"] == "rma" and res["ok"] is True
+    m = res["machine"]
+    for key in ("cpu_model", "nproc", "ucx_version"):
+        assert m[key], key
+    assert m["mpi"]["library_version"] and m["mpi"]["osc"]
+    kinds = {v["kind"] for v in res["impls"].values()}
+    assert {"hixl", "mpi", "memcpy"} <= kinds
+    mpi_key = next(k for k, v in res["impls"].items() if v["kind"] == "mpi")
+
+    figs = {f["id"]: f for f in res["figures"]}
+    assert {f["workload"] for f in res["figures"]} == {"W1", "W2", "W3", "W4", "W5", "W6"}
+    assert len([f for f in figs if f.startswith("W1/")]) == 2 * 2 * 2 * 6  # flavor x op x mode x size
+    for fid, f in figs.items():
+        if fid.startswith("W6/"):
+            assert _positive(f["results"]["memcpy"]), fid
+            continue
+        assert _positive(f["results"]["hixl"]) or fid.endswith("target_cpu"), fid
+        if not fid.endswith("/batch"):  # Put_batch has no MPI counterpart
+            assert mpi_key in f["results"], fid
+    assert res["verified"] and all(res["verified"].values()), res["verified"]
+    assert len(res["targets"]) == 22
+    assert all(t["pass"] in (True, False, None) for t in res["targets"])
+    if res["ucx_perftest"]["available"] and not res["ucx_perftest"]["error"]:
+        assert _positive(figs[f"W1/create/put/flush/{16 << 20}"]["results"]["ucx"])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # merge: the same file twice pools the repetitions
+    merged, mpng = tmp_path / "merged.json", tmp_path / "merged.png"
+    proc = subprocess.run([sys.executable, "-m", "hixl_rma.bench", "merge", str(out), str(out), "--json",
+                           str(merged), "--plot", str(mpng)], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    mres = json.loads(merged.read_text())
+    f0, f1 = figs["W2/create/put_flush"], {f["id"]: f for f in mres["figures"]}["W2/create/put_flush"]
+    assert f1["results"]["hixl"]["n"] == 2 * f0["results"]["hixl"]["n"]
+    assert len(mres["targets"]) == 22
+    assert mpng.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

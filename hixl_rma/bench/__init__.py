@@ -9,6 +9,10 @@ Each workload is a module of this package listed in :data:`WORKLOADS` with
   ``"ok"`` key makes the command exit with status 1,
 * ``report(result)``: prints it (tables through :mod:`hixl_rma.bench.report`).
 
+A workload run by several MPI ranks reports once: ``run`` returns
+``{"quiet": True, "ok": ...}`` on the other ranks, which then print and
+write nothing.
+
 Workload modules are imported to build the command line, so they import
 nothing heavy at module level: ``hixl_rma`` (which loads UCX) and ``mpi4py``
 are imported inside ``run``, in the order the workload needs (one UCX per
@@ -23,6 +27,8 @@ import sys
 #: subcommand name -> module implementing it
 WORKLOADS = {
     "engine": "hixl_rma.bench.engine",
+    "rma": "hixl_rma.bench.rma",
+    "merge": "hixl_rma.bench.merge",
 }
 
 
@@ -51,6 +57,8 @@ def main(argv=None) -> int:
         return 2
     mod = args._module
     result = mod.run(args)
+    if result.get("quiet"):  # another MPI rank reports
+        return 0 if result.get("ok", True) else 1
     mod.report(result)
     if args.json:
         from .report import write_json

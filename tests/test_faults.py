@@ -104,11 +104,14 @@ SCRIPT = textwrap.dedent(r'''
         attempt("Put_Flush", lambda: (win.Put(np.ones(1, np.int64), VICTIM, 3), win.Flush(VICTIM)))
         attempt("Unlock", lambda: win.Unlock(VICTIM))
     elif scenario == "fence_inflight":
-        # the survivor's Put to the victim is still queued when it dies
+        # the survivor's Put to the victim is still queued when it dies (or,
+        # when the victim is quicker, refused at once: PeerFailure either way)
         win.Fence()
-        win.Put(np.full(1, 7, np.int64), other, 4)
+        put = lambda: win.Put(np.full(1, 7, np.int64), other, 4)
         if rank == VICTIM:
+            put()
             die()
+        attempt("Put", put)
         time.sleep(0.3)
         attempt("Fence", lambda: win.Fence())
     elif scenario == "unconnected":

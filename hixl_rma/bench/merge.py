@@ -6,9 +6,12 @@ Typically the ``rma`` benchmark run under mpi4py over MPICH and over Open MPI
 (``scripts/bench_both_mpis.sh``), possibly several times each. Figures are
 matched by id; the repetitions of one implementation in several files are
 pooled (median, min and max over all of them: hixl and ucx_perftest appear
-in every file, each MPI in its own). The "best MPI" of a target is the MPI
-with the best pooled median, and the targets are judged again on the pooled
-numbers. Nothing is measured: this runs without MPI.
+in every file, each MPI in its own). An MPI is compared with the hixl
+repetitions of its own runs (``hixl@mpich``, ``hixl@openmpi`` in the JSON:
+same conditions, interleaved), so load that differs between runs does not
+tilt the ratios; ucx_perftest and memcpy, measured in every run, are
+compared with all of hixl's. A "best MPI" target must hold against each
+MPI. Nothing is measured: this runs without MPI.
 """
 from __future__ import annotations
 
@@ -44,6 +47,8 @@ def merge(results: list) -> dict:
     figs: dict = {}
     samples: dict = {}
     for r in results:
+        mpi_key = (r.get("machine", {}).get("mpi") or {}).get("key")
+        mpi_measured = any(v.get("kind") == "mpi" for v in r["impls"].values())
         for f in r["figures"]:
             fid = f["id"]
             if fid not in figs:
@@ -53,6 +58,10 @@ def merge(results: list) -> dict:
             for k, s in f["results"].items():
                 if s and s.get("samples"):
                     samples[fid].setdefault(k, []).extend(s["samples"])
+                    if k == "hixl" and mpi_key and mpi_measured:
+                        # hixl as measured beside this MPI (same runs, interleaved):
+                        # what the hixl/MPI ratios and targets compare with
+                        samples[fid].setdefault(f"hixl@{mpi_key}", []).extend(s["samples"])
             for k, n in (f.get("iters") or {}).items():
                 figs[fid]["iters"].setdefault(k, []).append(n)
             hits = f.get("deadline_hits")

@@ -124,7 +124,8 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]
         need = sum(max(len(str(h)), *(len(str(r[i])) for r in rows)) + 3 for i, h in enumerate(headers)) + 1
         console = Console(file=file)
         if not console.is_terminal or console.width < need:
-            console = Console(file=file, width=max(need, 80))
+            # (a height too: rich sizes a TERM=dumb terminal 80x25 unless given both)
+            console = Console(file=file, width=max(need, 80), height=25)
         console.print(table)
         for n in notes:
             console.print(n, markup=False, highlight=False, soft_wrap=True)

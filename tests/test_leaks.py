@@ -117,10 +117,7 @@ MM_LEAK = ("UCX's shared-memory transports (posix, sysv; UCX 1.20.1 and 1.22.0) 
            "only repeated Disconnect/Connect pays it")
 
 
-@pytest.mark.parametrize("tls", [
-    "tcp",
-    pytest.param(None, marks=pytest.mark.xfail(reason=MM_LEAK, strict=True)),
-])
+@pytest.mark.parametrize("tls", ["tcp", None])
 def test_connect_disconnect_cycles(served, tmp_path, tls):
     """A client process connects, transfers, disconnects again and again:
     neither side may keep anything per connection."""
@@ -140,15 +137,20 @@ def test_connect_disconnect_cycles(served, tmp_path, tls):
     grown_client, endpoints, new_maps = (int(x) for x in out.stdout.split("GROWN")[1].split()[:3])
     grown_server = rss_bytes() - rss0
     assert endpoints == 0
-    # shared-memory segments the client mapped and kept (the UCX leak of the xfail)
-    assert new_maps < 50, f"the client kept {new_maps} more shared-memory mappings after {n} connections"
     for _ in range(500):
         if server.stats()["accepted"] == 1:  # only the fixture's client is left
             break
         time.sleep(0.01)
     assert server.stats()["accepted"] == 1, server.stats()
     assert (target[:64] == 9).all()
+    limit = min(RSS_LIMIT, 4 << 20)  # < 4 KB per connection: nothing kept per connection
     if RSS_LIMIT:
-        limit = min(RSS_LIMIT, 4 << 20)  # < 4 KB per connection: nothing kept per connection
         assert grown_server < limit, f"server RSS grew by {grown_server / 2**20:.1f} MiB over {n} connections"
+    # The client side is where UCX's own shared-memory leak shows, on hosts where
+    # its posix/sysv transports are usable (a CI host without a large /dev/shm
+    # may not use them): there it is an expected failure, elsewhere it must pass.
+    if tls is None and new_maps >= 50:
+        pytest.xfail(f"{MM_LEAK} (this run: {new_maps} mappings kept, client RSS +{grown_client >> 10} KiB)")
+    assert new_maps < 50, f"the client kept {new_maps} more shared-memory mappings after {n} connections"
+    if RSS_LIMIT:
         assert grown_client < limit, f"client RSS grew by {grown_client / 2**20:.1f} MiB over {n} connections"

@@ -32,6 +32,13 @@ cdef class FastWin:
     cdef public bint open_all    # Lock_all, or the HIXL face: every target, passive
     cdef public bint fence_open  # a fence epoch: every target, active
     cdef public bint fence_used
+    # Fence's barrier when every rank's control block is mapped here: each
+    # rank's fence counter (fence_word[rank]), raised by one per Fence.
+    cdef vector[uint64_t *] fence_word
+    cdef uint64_t fence_seq
+    cdef Py_ssize_t me
+    cdef object fence_stalled  # fence_stalled(missing ranks, timed_out): raises
+    cdef public long fence_modes  # the assertions Fence takes here (all but MODE_NOSUCCEED)
 
     def __cinit__(self, Engine eng, bases, sizes, units, accesses, atomics):
         self.eng = eng
@@ -67,6 +74,9 @@ cdef class FastWin:
     def disable(self):
         """The window is freed: nothing goes through here any more."""
         self.n = 0
+        self.fence_open = False
+        self.fence_word.clear()
+        self.fence_stalled = None
 
     def mark_dirty(self, Py_ssize_t rank, keep):
         """Engine operations to rank were posted; ``keep`` lives until the flush."""
@@ -244,6 +254,108 @@ cdef class FastWin:
         del self.pending[r][:]
         return True
 
+    def set_fence_barrier(self, Py_ssize_t me, words, stalled):
+        """Fence synchronizes through the mapped counters ``words`` (one
+        address per rank, ``me`` this rank's) instead of an MPI barrier.
+        ``stalled(missing, timed_out)`` is called every 0.1 s of waiting and
+        raises when a missing rank is dead or the timeout has passed."""
+        self.fence_word.clear()
+        for w in words:
+            self.fence_word.push_back(<uint64_t *><uintptr_t>w)
+        self.me = me
+        self.fence_stalled = stalled
+
+    @property
+    def fence_shared(self):
+        """True when Fence's barrier is the mapped counters."""
+        return not self.fence_word.empty()
+
+    cpdef bint fence(self, object assertion) except *:
+        """Fence inside a run of fence epochs (the common case: the previous
+        Fence opened one, its barrier is the mapped counters): complete this
+        rank's RMA and meet the other ranks. False leaves it to the Python
+        layer, which opens and closes fence epochs and raises the errors."""
+        cdef Py_ssize_t r
+        cdef Status st
+        cdef int32_t tmo
+        if (self.eng._h == NULL or not self.fence_open or self.fence_word.empty()
+                or type(assertion) is not int or not 0 <= assertion <= self.fence_modes
+                or <long>assertion & ~self.fence_modes):
+            return False
+        tmo = _timeout(None)
+        for r in range(self.n):
+            if self.dirty[r]:
+                with nogil:
+                    st = Flush(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
+                if st != 0:
+                    return False  # the Python layer flushes again and raises
+                self.dirty[r] = 0
+                del self.pending[r][:]
+        self.fence_barrier()
+        self.fence_used = False
+        return True
+
+    cpdef fence_barrier(self):
+        """Raise this rank's counter (release: its stores and completed RMA
+        before it) and wait until every rank's counter has reached it."""
+        cdef uint64_t seq
+        cdef Py_ssize_t missing
+        cdef double deadline
+        self.fence_seq += 1
+        seq = self.fence_seq
+        __atomic_store_n(self.fence_word[self.me], seq, __ATOMIC_RELEASE)
+        missing = hixl_fence_wait(self.fence_word.data(), self.fence_word.size(), seq, 0)
+        if missing < 0:
+            return
+        deadline = hixl_now_s() + _timeout(None) / 1000.0
+        while True:
+            with nogil:
+                missing = hixl_fence_wait(self.fence_word.data(), self.fence_word.size(), seq, 100000000)
+            if missing < 0:
+                return
+            self.fence_stalled(hixl_fence_missing(self.fence_word.data(), self.fence_word.size(), seq),
+                               hixl_now_s() > deadline)
+
+
+cdef extern from *:
+    """
+    #include <sched.h>
+    #include <time.h>
+
+    static inline double hixl_now_s(void) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    }
+
+    /* Index of a rank whose fence counter is below seq after waiting up to
+       budget_ns, or -1 once all have reached it. A barrier of same-node
+       ranks ends within microseconds, so it spins first; a longer wait
+       yields, then sleeps, so that a late rank gets the core it needs. */
+    static inline Py_ssize_t hixl_fence_wait(uint64_t **words, size_t n, uint64_t seq, long long budget_ns) {
+      double end = hixl_now_s() + 1e-9 * (double)budget_ns;
+      for (unsigned idle = 0;; ++idle) {
+        size_t i = 0;
+        while (i < n && __atomic_load_n(words[i], __ATOMIC_ACQUIRE) >= seq) ++i;
+        if (i == n) return -1;
+        if (idle < 256) continue;
+        if ((idle & 63) == 0 && hixl_now_s() > end) return (Py_ssize_t)i;
+        if (idle < 4096) {
+          sched_yield();
+        } else {
+          struct timespec ts = {0, idle < 8192 ? 50000L : 500000L};
+          nanosleep(&ts, NULL);
+        }
+      }
+    }
+    """
+    double hixl_now_s() nogil
+    Py_ssize_t hixl_fence_wait(uint64_t **words, size_t n, uint64_t seq, long long budget_ns) nogil
+
+
+cdef list hixl_fence_missing(uint64_t **words, size_t n, uint64_t seq):
+    return [i for i in range(n) if __atomic_load_n(words[i], __ATOMIC_ACQUIRE) < seq]
+
 
 cdef extern from *:
     """
@@ -255,7 +367,11 @@ cdef extern from *:
     uint64_t __atomic_fetch_xor(uint64_t *, uint64_t, int) nogil
     uint64_t __atomic_exchange_n(uint64_t *, uint64_t, int) nogil
     bint __atomic_compare_exchange_n(uint64_t *, uint64_t *, uint64_t, bint, int, int) nogil
+    uint64_t __atomic_load_n(uint64_t *, int) nogil
+    void __atomic_store_n(uint64_t *, uint64_t, int) nogil
     int __ATOMIC_SEQ_CST
+    int __ATOMIC_ACQUIRE
+    int __ATOMIC_RELEASE
 
 cdef enum:
     C_ADD, C_AND, C_OR, C_XOR, C_SWAP, C_CSWAP, C_NOOP

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from . import _engine
+from . import ctrl as CTRL
 from ._datatypes import as_buffer, target_blocks
 from .constants import PROC_NULL
 from .device import copy_to_device, is_device, to_host
@@ -141,7 +142,7 @@ class AccumulateMixin:
         elif native == "SWAP" or fetch:
             old = eng.atomic_many(t.addr, native, addrs, u64, True, self._rt.timeout_ms)
         else:
-            if t.last_atomic not in (None, native):
+            if t.last_atomic not in (None, native) and self._fast.is_dirty(t.rank):
                 self._flush_target(t)  # keep this origin's accumulates in order
             eng.atomic_many(t.addr, native, addrs, u64, False)
             self._fast.mark_dirty(t.rank, None)
@@ -179,7 +180,7 @@ class AccumulateMixin:
         me = self._rt.rank + 1
         deadline = time.monotonic() + self._rt.timeout_ms / 1000.0
         idle = 0
-        while self._atomic(t, self._engine.atomic_cas, 0, me, offset=8) != 0:
+        while self._atomic(t, self._engine.atomic_cas, 0, me, offset=CTRL.ACC) != 0:
             idle += 1
             if time.monotonic() > deadline:
                 raise HixlTimeoutError(f"accumulate lock of rank {t.rank} of window {self._label()} "
@@ -187,7 +188,7 @@ class AccumulateMixin:
             time.sleep(min(1e-6 * (1 << min(idle, 10)), 1e-3))
 
     def _acc_unlock(self, t):
-        self._atomic(t, self._engine.atomic_swap, 0, offset=8)
+        self._atomic(t, self._engine.atomic_swap, 0, offset=CTRL.ACC)
 
     # ------------------------------------------------------------- API
 
@@ -198,7 +199,7 @@ class AccumulateMixin:
         if code is None or type(target_rank) is not int or not 0 <= target_rank < len(self._targets):
             return False
         t = self._targets[target_rank]
-        if t.last_atomic is not None:
+        if t.last_atomic is not None and self._fast.is_dirty(target_rank):
             return False  # posted atomics first: this origin's accumulates stay ordered
         if not self._fast.is_ready(target_rank) and not self._freed:
             self._make_ready(t)  # atomics may be the first operation to this target

@@ -6,15 +6,20 @@ driven by remote atomics (the foMPI design): exclusive = CAS 0 -> LOCK_EXCL,
 shared = fetch-add 1 and back off while LOCK_EXCL is set. PSCW and fence
 completion are engine notifies and a barrier.
 """
+import os
 import time
 
 from . import _engine
 from . import constants as C
+from . import ctrl as CTRL
 from . import runtime as _rt
-from .errors import EpochError, HixlTimeoutError, ParamError, UnsupportedError
+from .errors import EpochError, HixlError, HixlTimeoutError, ParamError, UnsupportedError
 
 LOCK_EXCL = 1 << 62
 _MASK = (1 << 64) - 1
+# What Fence's C path accepts: every assertion but MODE_NOSUCCEED (which
+# closes the run of fence epochs, a change of state the Python layer makes).
+_FENCE_MODES = C.MODE_NOCHECK | C.MODE_NOSTORE | C.MODE_NOPUT | C.MODE_NOPRECEDE
 
 
 class EpochMixin:
@@ -22,7 +27,7 @@ class EpochMixin:
 
     def _init_epochs(self):
         self._fence = False       # a fence epoch is open
-        self._fence_rma = False   # RMA was issued in it (see _fence_used)
+        self._fence_mode = None   # Fence's barrier: None (first Fence decides), "shared" or "mpi"
         self._access = None       # PSCW access group (set of ranks) after Start
         self._exposure = None     # PSCW exposure group (list of ranks) after Post
         self._locks = {}          # rank -> (lock_type, acquired)
@@ -33,11 +38,12 @@ class EpochMixin:
 
     @property
     def _fence_used(self):
-        return self._fence_rma or self._fast.fence_used
+        """RMA was issued in the open fence epoch (kept in FastWin, whose
+        Fence resets it)."""
+        return self._fast.fence_used
 
     @_fence_used.setter
     def _fence_used(self, value):
-        self._fence_rma = value
         self._fast.fence_used = value
 
     def _sync_fast(self):
@@ -97,16 +103,68 @@ class EpochMixin:
 
     def Fence(self, assertion=0):
         """Complete this rank's RMA, then barrier; opens the next fence epoch."""
+        if self._fast.fence(assertion):
+            return  # between two fence epochs: all done in C
         self._check_live("Fence")
         _check_assertion(assertion, "Fence")
         self._check_no_epoch("Fence", allow_fence=True)
         if self._exposure is not None:
             raise EpochError(f"Fence on window {self._label()}: a PSCW exposure epoch is open")
         self._complete_all()
-        _rt.barrier(self._comm.comm, self._rt.timeout_ms, self._comm.world_ranks)
+        self._fence_barrier()
         self._fence = not (assertion & C.MODE_NOSUCCEED)
         self._fence_used = False
         self._sync_fast()
+
+    def _fence_barrier(self):
+        """Fence's barrier. Same-node ranks meet on counters in their mapped
+        control blocks (no MPI call, no message); the first Fence of the
+        window finds out, together, whether every rank can."""
+        if self._fence_mode == "shared":
+            self._fast.fence_barrier()
+            return
+        comm, timeout = self._comm, self._rt.timeout_ms
+        if self._fence_mode == "mpi":
+            _rt.barrier(comm.comm, timeout, comm.world_ranks)
+            return
+        words = self._fence_words()
+        if _rt.allreduce_and(comm.comm, words is not None, timeout, comm.world_ranks):
+            self._fast.fence_modes = _FENCE_MODES
+            self._fast.set_fence_barrier(comm.rank, words, self._fence_stalled)
+            self._fence_mode = "shared"
+        else:
+            self._fence_mode = "mpi"
+
+    def _fence_words(self):
+        """The address here of every rank's fence counter, or None when a
+        rank's control block cannot be mapped (another node, vendor HIXL)."""
+        st = self._rt
+        if not _engine.HAS_EXTENSIONS or os.environ.get("HIXL_RMA_SHARED_FENCE", "1") == "0":
+            return None
+        host = st.addresses[st.rank].rsplit(":", 1)[0]
+        if any(st.addresses[w].rsplit(":", 1)[0] != host for w in self._comm.world_ranks):
+            return None
+        off = CTRL.fence_offset(self._comm.size)
+        words = []
+        for t in self._targets:
+            if t is self._me:
+                words.append(self._ctrl.ctypes.data + off)
+                continue
+            try:
+                words.append(self._engine.remote_ptr(t.addr, t.ctrl + off, 8))
+            except HixlError:
+                return None
+        return words
+
+    def _fence_stalled(self, missing, timed_out):
+        """Fence waits for ``missing`` (window ranks): give up when one is
+        known dead, or past the timeout."""
+        what = f"Fence on window {self._label()}"
+        self._rt.check_peers([self._targets[r].world for r in missing], what)
+        if timed_out:
+            raise HixlTimeoutError(f"{what}: the barrier did not complete within {self._rt.timeout_ms} ms; "
+                                   f"rank(s) {missing} of the window did not arrive (dead, or not calling "
+                                   f"Fence)")
 
     # -------------------------------------------------------------- PSCW
 
@@ -188,7 +246,7 @@ class EpochMixin:
                                    f"remote atomics, which vendor HIXL does not provide (use Fence or PSCW "
                                    f"with Put/Get)")
 
-    def _atomic(self, t, fn, *args, offset=0):
+    def _atomic(self, t, fn, *args, offset=CTRL.LOCK):
         """An engine atomic on a word of t's control block."""
         self._need_atomics()
         return fn(t.addr, t.ctrl + offset, *args, timeout_ms=self._rt.timeout_ms)

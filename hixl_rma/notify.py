@@ -17,6 +17,7 @@ import time
 import numpy as np
 
 from . import _engine
+from . import ctrl as CTRL
 from . import runtime as _rt
 from .errors import HixlTimeoutError, ParamError
 from .request import Request
@@ -54,7 +55,7 @@ class NotifyMixin:
         idle = 0
         while True:
             self._engine.transfer_sync(t.addr, _engine.READ,
-                                       [(word.ctypes.data, t.ctrl + _consumed_offset(self._comm.rank), 8)],
+                                       [(word.ctypes.data, t.ctrl + CTRL.consumed_offset(self._comm.rank), 8)],
                                        self._rt.timeout_ms)
             t.credit = int(word[0])
             if t.notified - t.credit < limit:
@@ -99,7 +100,7 @@ class NotifyMixin:
             rank, value = world_to_rank.get(world), _TAG.unpack(msg)[0]
             if len(out) < limit and (tag is None or value == tag) and (source is None or rank == source):
                 out.append((rank, value))
-                self._ctrl64[_consumed_offset(rank) // 8] += 1  # frees a credit of that origin
+                self._ctrl64[CTRL.consumed_offset(rank) // 8] += 1  # frees a credit of that origin
             else:
                 keep.append((world, msg))
         q.extend(keep)
@@ -148,12 +149,3 @@ class NotifyMixin:
 
     def _match_source(self, source):
         return None if source is None else self._comm.check_rank(source, "Wait_notify source")
-
-
-# After the fixed part of the control block (win.CTRL_SIZE): one uint64 per
-# source rank counting the notifications the owner consumed from it.
-_CTRL_CONSUMED = 4096
-
-
-def _consumed_offset(rank):
-    return _CTRL_CONSUMED + 8 * rank

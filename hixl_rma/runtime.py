@@ -233,13 +233,29 @@ def barrier(comm, timeout_ms, world_ranks=None):
     ranks of ``comm``, a member whose engine is known dead ends the wait
     early with PeerFailure instead of HixlTimeoutError."""
     if comm.Get_size() > 1:
-        check = None
-        if world_ranks is not None and _state is not None:
-            st, ranks = _state, list(world_ranks)
-            check = lambda: st.check_peers(ranks, "barrier")  # noqa: E731
-        wait_request(comm.Ibarrier(), timeout_ms, lambda: (
-            f"barrier on a communicator of {comm.Get_size()} ranks did not complete within "
-            f"{timeout_ms} ms (a peer is dead or not calling the collective)"), check)
+        _collective(comm, comm.Ibarrier(), "barrier", timeout_ms, world_ranks)
+
+
+def allreduce_and(comm, flag, timeout_ms, world_ranks=None):
+    """Logical AND of ``flag`` over comm (a barrier too), with barrier()'s
+    guarantees."""
+    if comm.Get_size() == 1:
+        return bool(flag)
+    from mpi4py import MPI
+    out = np.zeros(1, np.int32)
+    req = comm.Iallreduce(np.array([1 if flag else 0], np.int32), out, op=MPI.LAND)
+    _collective(comm, req, "allreduce", timeout_ms, world_ranks)
+    return bool(out[0])
+
+
+def _collective(comm, req, what, timeout_ms, world_ranks):
+    check = None
+    if world_ranks is not None and _state is not None:
+        st, ranks = _state, list(world_ranks)
+        check = lambda: st.check_peers(ranks, what)  # noqa: E731
+    wait_request(req, timeout_ms, lambda: (
+        f"{what} on a communicator of {comm.Get_size()} ranks did not complete within "
+        f"{timeout_ms} ms (a peer is dead or not calling the collective)"), check)
 
 
 def wait_notifies(key, sources, timeout_ms, what):
@@ -272,4 +288,4 @@ def wait_notifies(key, sources, timeout_ms, what):
         sleep_backoff(idle)
 
 
-__all__ = ["Init", "Finalize", "Is_initialized", "runtime", "barrier", "wait_notifies"]
+__all__ = ["Init", "Finalize", "Is_initialized", "runtime", "barrier", "allreduce_and", "wait_notifies"]

@@ -11,6 +11,7 @@ from mpi4py import MPI
 
 from . import _engine
 from . import constants as C
+from . import ctrl as CTRL
 from . import runtime as _rt
 from ._datatypes import as_buffer, target_blocks
 from .comm import as_communicator
@@ -22,16 +23,6 @@ from .notify import NotifyMixin
 from . import errors as _errors
 from .errors import PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError, UnsupportedError
 from .request import Request
-
-# Per-window, per-rank control block (engine-allocated so same-node peers
-# map it and its atomics need no target CPU). Offsets in bytes.
-CTRL_LOCK = 0        # reader-writer lock word: LOCK_EXCL bit | shared count
-CTRL_ACC = 8         # accumulate lock (0 free, else owner world rank + 1)
-CTRL_DYN_SEQ = 64    # seqlock over the dynamic-window region table
-CTRL_DYN_COUNT = 72
-CTRL_DYN_TABLE = 80  # (addr, len) uint64 pairs of attached regions
-CTRL_SIZE = 4096
-DYN_MAX = (CTRL_SIZE - CTRL_DYN_TABLE) // 16
 
 _READ, _WRITE = _engine.READ, _engine.WRITE
 _FAILED = "failed"  # first item of a rank's metadata when its part of a creation failed
@@ -85,7 +76,7 @@ class _Target:
         self.base, self.size, self.disp_unit, self.ctrl, self.access, self.mem_type = meta
         self._addr = None
         self.regions = None  # dynamic windows: cached attached regions
-        self.last_atomic = None  # op of the atomics posted since the last flush
+        self.last_atomic = None  # op of the posted atomics (while the target is dirty in FastWin)
         self.notified = 0  # notifications this rank sent to t
         self.credit = 0    # what t had consumed of them when last read
 
@@ -138,7 +129,7 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
             self._disp_unit = _check_disp_unit(disp_unit)
             self._info = _info_dict(info)
             base, size = self._expose(memory)
-            self._ctrl_handle, self._ctrl = _alloc(self._engine, CTRL_SIZE + 8 * self._comm.size)
+            self._ctrl_handle, self._ctrl = _alloc(self._engine, CTRL.nbytes(self._comm.size))
             self._ctrl64 = self._ctrl.view(np.uint64)
             self._ctrl64[:] = 0
             proposal = f"{st.rank}.{st.next_window_id}"
@@ -449,8 +440,8 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         buf = as_buffer(memory, writable=True, name="attached memory")
         if len(buf.blocks) != 1 or buf.blocks[0, 0] != 0:
             raise ParamError("attached memory must be contiguous and non-empty")
-        if len(self._attached) >= DYN_MAX:
-            raise ParamError(f"Attach: at most {DYN_MAX} regions per dynamic window")
+        if len(self._attached) >= CTRL.DYN_MAX:
+            raise ParamError(f"Attach: at most {CTRL.DYN_MAX} regions per dynamic window")
         handle = self._engine.register_mem(buf.obj)
         self._attached[handle.addr] = (handle, memory)
         self._publish_regions()
@@ -467,26 +458,26 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
 
     def _publish_regions(self):
         c = self._ctrl64
-        seq = CTRL_DYN_SEQ // 8
+        seq = CTRL.DYN_SEQ // 8
         c[seq] += 1  # odd: readers retry
         regions = sorted((h.addr, h.length) for h, _ in self._attached.values())
-        c[CTRL_DYN_COUNT // 8] = len(regions)
+        c[CTRL.DYN_COUNT // 8] = len(regions)
         if regions:
-            c[CTRL_DYN_TABLE // 8:CTRL_DYN_TABLE // 8 + 2 * len(regions)] = np.array(regions, np.uint64).ravel()
+            c[CTRL.DYN_TABLE // 8:CTRL.DYN_TABLE // 8 + 2 * len(regions)] = np.array(regions, np.uint64).ravel()
         c[seq] += 1
 
     def _fetch_regions(self, t):
         """Read a target's attached-region table (seqlock snapshot)."""
-        buf = np.zeros(CTRL_SIZE // 8, np.uint64)
+        buf = np.zeros(CTRL.SIZE // 8, np.uint64)
         for _ in range(1000):
-            self._engine.transfer_sync(t.addr, _READ, [(buf.ctypes.data, t.ctrl, CTRL_SIZE)])
-            seq = int(buf[CTRL_DYN_SEQ // 8])
+            self._engine.transfer_sync(t.addr, _READ, [(buf.ctypes.data, t.ctrl, CTRL.SIZE)])
+            seq = int(buf[CTRL.DYN_SEQ // 8])
             if seq % 2:
                 continue
-            n = int(buf[CTRL_DYN_COUNT // 8])
-            table = buf[CTRL_DYN_TABLE // 8:CTRL_DYN_TABLE // 8 + 2 * n].reshape(n, 2).copy()
+            n = int(buf[CTRL.DYN_COUNT // 8])
+            table = buf[CTRL.DYN_TABLE // 8:CTRL.DYN_TABLE // 8 + 2 * n].reshape(n, 2).copy()
             check = np.zeros(1, np.uint64)
-            self._engine.transfer_sync(t.addr, _READ, [(check.ctypes.data, t.ctrl + CTRL_DYN_SEQ, 8)])
+            self._engine.transfer_sync(t.addr, _READ, [(check.ctypes.data, t.ctrl + CTRL.DYN_SEQ, 8)])
             if int(check[0]) == seq:
                 t.regions = table
                 return table

@@ -114,6 +114,18 @@ SCRIPT = textwrap.dedent(r'''
         attempt("Put", put)
         time.sleep(0.3)
         attempt("Fence", lambda: win.Fence())
+    elif scenario == "fence_shared":
+        # fence epochs meeting on the mapped counters: the victim never
+        # arrives at the next Fence, and it is connected, so its death shows
+        win.Fence()
+        win.Put(np.full(1, 6, np.int64), other, 6)
+        win.Fence()
+        if rank == VICTIM:
+            die()
+        out("mode", win._fence_mode, "0")
+        out("data", "OK" if buf[6] == 6 else f"BAD:{buf.tolist()}", "0")
+        time.sleep(0.3)
+        attempt("Fence", lambda: win.Fence())
     elif scenario == "unconnected":
         # the survivor never talked to the victim's engine: nothing tells it
         # the victim died but the barrier's timeout
@@ -188,10 +200,10 @@ def _results(out):
     return res
 
 
-def _mpi_scenario(tmp_path, scenario, tls=None):
+def _mpi_scenario(tmp_path, scenario, tls=None, **extra_env):
     script = tmp_path / "fault.py"
     script.write_text(SCRIPT)
-    env = _env(**({"UCX_TLS": tls} if tls else {}))
+    env = _env(**({"UCX_TLS": tls} if tls else {}), **extra_env)
     cmd = [MPIEXEC, "-disable-auto-cleanup", "-n", "2", "bash", "-c", WRAPPER, "wrapper",
            sys.executable, str(script), scenario]
     t0 = time.monotonic()
@@ -264,7 +276,9 @@ def test_victim_dies_in_fence_epoch_unconnected(tmp_path):
     # The survivor never connected to the victim's engine: the fence that
     # follows the death can only time out (no hang), and a call on the dead
     # rank finds its engine gone.
-    res, out, _ = _mpi_scenario(tmp_path, "unconnected")
+    # (Fence meets on the mapped counters only after connecting to every
+    # rank: the case exists where it meets on an MPI barrier)
+    res, out, _ = _mpi_scenario(tmp_path, "unconnected", HIXL_RMA_SHARED_FENCE="0")
     assert res["Fence"][0] == "OK" and res["data"][0] == "OK", out
     outcome, seconds, msg = _failed_fast(res, "Fence2", out, ("HixlTimeoutError",))
     assert seconds >= TIMEOUT_MS / 1000 * 0.9 and "barrier" in msg, out
@@ -273,6 +287,18 @@ def test_victim_dies_in_fence_epoch_unconnected(tmp_path):
     _check_cleanup(res, out)
     # the refused connection is remembered: later barriers give up at once
     assert res["Free"][0] == "PeerFailure" and res["Free"][1] < 1.5, out
+
+
+@needs_hydra
+def test_victim_dies_between_shared_fences(tmp_path):
+    # Fence's barrier on the mapped control blocks: the survivor waits on a
+    # counter the victim will never raise, and notices the death (no full
+    # timeout); what the victim put before is there.
+    res, out, _ = _mpi_scenario(tmp_path, "fence_shared")
+    assert res["mode"][0] == "shared" and res["data"][0] == "OK", out
+    outcome, seconds, msg = _failed_fast(res, "Fence", out, ("PeerFailure",))
+    assert seconds < 1.5 and "Fence on window" in msg and "world rank 1" in msg, out
+    _check_cleanup(res, out)
 
 
 # ------------------------------------------------------------ engine level

@@ -1,0 +1,29 @@
+"""Layout of a window's per-rank control block.
+
+Engine-allocated, so same-node peers map it and its atomics need no target
+CPU. Offsets in bytes; every rank's block has the same layout.
+"""
+
+LOCK = 0          # reader-writer lock word: epochs.LOCK_EXCL bit | shared count
+ACC = 8           # accumulate lock (0 free, else owner world rank + 1)
+DYN_SEQ = 64      # seqlock over the dynamic-window region table
+DYN_COUNT = 72
+DYN_TABLE = 80    # (addr, len) uint64 pairs of attached regions
+SIZE = 4096       # the fixed part; per-rank words follow
+DYN_MAX = (SIZE - DYN_TABLE) // 16
+
+
+def consumed_offset(rank):
+    """The notifications the owner consumed from ``rank`` (its credit)."""
+    return SIZE + 8 * rank
+
+
+def fence_offset(comm_size):
+    """The owner's fence counter, on a cache line of its own after the
+    per-rank words (the other ranks poll it; nothing else may share it)."""
+    return (SIZE + 8 * comm_size + 63) // 64 * 64
+
+
+def nbytes(comm_size):
+    """Size of the control block of a window over ``comm_size`` ranks."""
+    return fence_offset(comm_size) + 64

@@ -422,7 +422,7 @@ void HixlImpl::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
   bool dead = peer->dead.load();
   if (!dead && peer->ep != nullptr) {
     void *req = engine::FlushEp(peer->ep);
-    engine::WaitRequest(worker_->get(), req, deadline, [&] { return PeerAbort(*peer); });
+    Wait(req, deadline, [&] { return PeerAbort(*peer); });
     std::lock_guard<std::mutex> sl(peer->send_mu);
     if (peer->fd >= 0) engine::SendAll(peer->fd, engine::Frame(Msg::BYE, 0, ""), deadline);
   }
@@ -438,7 +438,7 @@ void HixlImpl::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     p.flags = peer->dead ? UCP_EP_CLOSE_FLAG_FORCE : 0;
     void *req = ucp_ep_close_nbx(peer->ep, &p);
-    engine::WaitRequest(worker_->get(), req, deadline, [] { return UCS_OK; });
+    Wait(req, deadline, [] { return UCS_OK; });
     peer->ep = nullptr;
   }
   peer->closing = true;
@@ -516,13 +516,16 @@ void HixlImpl::ProgressLoop() {
   // briefly: the next request of a burst usually follows within microseconds,
   // and a sleep on the event fd would add a thread wake-up to each. Idle, the
   // thread sleeps; one-sided transfers (cma, mapped memory) never wake it.
+  // Progress made while a caller of this process waits in Wait() is (almost
+  // always) that caller's own completion, which the caller polls for: a poll
+  // window then would only be a third busy thread on the caller's cores.
   const auto poll_window = std::chrono::microseconds(PollWindowUs());
   auto last_work = Clock::now() - poll_window;
   while (running_) {
     unsigned done = 0;
     while (ucp_worker_progress(w) != 0) ++done;
     auto now = Clock::now();
-    if (done != 0) last_work = now;
+    if (done != 0 && waiting_.load(std::memory_order_relaxed) == 0) last_work = now;
     if (now - last_work < poll_window) continue;
     if (ucp_worker_arm(w) == UCS_ERR_BUSY) continue;
     int n = epoll_wait(epoll_fd_, evs, 64, 100);

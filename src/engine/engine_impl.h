@@ -17,6 +17,7 @@
 #include <shared_mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "hixl/hixl.h"
@@ -161,6 +162,16 @@ class HixlImpl {
   Status Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
               Deadline deadline, bool &posted, bool local_host = true);
   Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what);
+  /// engine::WaitRequest, counted in waiting_: progress made while a caller
+  /// waits is that caller's own (see ProgressLoop).
+  template <typename Abort>
+  ucs_status_t Wait(void *req, Deadline deadline, Abort &&abort) {
+    if (req == nullptr) return UCS_OK;
+    waiting_.fetch_add(1, std::memory_order_relaxed);
+    ucs_status_t st = engine::WaitRequest(worker_->get(), req, deadline, std::forward<Abort>(abort));
+    waiting_.fetch_sub(1, std::memory_order_relaxed);
+    return st;
+  }
   void Retire(engine::Peer &peer, std::shared_ptr<engine::RemoteKey> key);
   ucs_status_t PeerAbort(const engine::Peer &peer) const;
   Status PeerError(const engine::Peer &peer, const char *what) const;
@@ -175,6 +186,7 @@ class HixlImpl {
   int wake_fd_ = -1;
   std::thread progress_;
   std::atomic<bool> running_{false};
+  std::atomic<int> waiting_{0};  ///< callers inside Wait()
 
   std::mutex mu_;  ///< guards the maps below
   std::map<std::string, PeerPtr> peers_;

@@ -164,7 +164,7 @@ Status HixlImpl::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *w
     seq = peer->retire_seq;
   }
   void *req = engine::FlushEp(peer->ep);
-  ucs_status_t us = engine::WaitRequest(worker_->get(), req, deadline, [&] { return PeerAbort(*peer); });
+  ucs_status_t us = Wait(req, deadline, [&] { return PeerAbort(*peer); });
   if (us != UCS_OK) {
     if (peer->dead) return PeerError(*peer, what);
     return FromUcs(us, std::string(what) + " to " + peer->name);
@@ -331,7 +331,7 @@ Status HixlImpl::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t a
     if (req != nullptr) ucp_request_free(req);
     return SUCCESS;
   }
-  ucs_status_t us = engine::WaitRequest(worker_->get(), req, deadline, [&] { return PeerAbort(*peer); });
+  ucs_status_t us = Wait(req, deadline, [&] { return PeerAbort(*peer); });
   if (us != UCS_OK) {
     if (us != UCS_ERR_TIMED_OUT && !peer->dead) delete reply;
     if (peer->dead) return PeerError(*peer, "atomic");
@@ -376,7 +376,7 @@ Status HixlImpl::SendNotify(const std::string &remote, const NotifyDesc &notify,
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_COPY_HEADER;
   void *req = ucp_am_send_nbx(peer->ep, kNotifyAmId, lens, sizeof(lens), data.data(), data.size(), &param);
-  ucs_status_t us = engine::WaitRequest(worker_->get(), req, deadline, [&] { return PeerAbort(*peer); });
+  ucs_status_t us = Wait(req, deadline, [&] { return PeerAbort(*peer); });
   if (us != UCS_OK) {
     // The data buffer may still be read by UCX after a timeout; keep it.
     if (us == UCS_ERR_TIMED_OUT) new std::string(std::move(data));

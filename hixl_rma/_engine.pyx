@@ -85,6 +85,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     cdef struct Stats:
         uint64_t bytes_written, bytes_read, transfer_ops, direct_ops, atomic_ops
         uint64_t notifies_sent, notifies_received, table_refreshes, regions, endpoints, accepted
+        uint64_t vectored_ops, vectored_calls
     cdef struct PeerStats:
         uint64_t bytes_written, bytes_read, ops
     Status AllocMem(Hixl &, size_t, MemType, CMemHandle &, void *&)
@@ -737,7 +738,8 @@ cdef class Engine:
         return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, transfer_ops=s.transfer_ops,
                     direct_ops=s.direct_ops, atomic_ops=s.atomic_ops, notifies_sent=s.notifies_sent,
                     notifies_received=s.notifies_received, table_refreshes=s.table_refreshes,
-                    regions=s.regions, endpoints=s.endpoints, accepted=s.accepted)
+                    regions=s.regions, endpoints=s.endpoints, accepted=s.accepted,
+                    vectored_ops=s.vectored_ops, vectored_calls=s.vectored_calls)
 
     def peer_stats(self, remote):
         """Counters of one peer as a dict."""

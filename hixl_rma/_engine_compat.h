@@ -24,8 +24,8 @@ constexpr Status PEER_FAILURE = 503901U;
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
 struct Stats {
   uint64_t bytes_written, bytes_read, transfer_ops, direct_ops, atomic_ops, notifies_sent, notifies_received,
-      table_refreshes, regions, endpoints, accepted;
-  uint8_t reserved[64];
+      table_refreshes, regions, endpoints, accepted, vectored_ops, vectored_calls;
+  uint8_t reserved[48];
 };
 struct PeerStats {
   uint64_t bytes_written, bytes_read, ops;

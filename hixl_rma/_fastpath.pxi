@@ -10,7 +10,7 @@
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_SIMPLE
 from cpython.exc cimport PyErr_Clear
 from libc.string cimport memcpy, strchr
-from libc.stdint cimport uint8_t
+from libc.stdint cimport int64_t, uint8_t
 
 cdef size_t _NOGIL_COPY = 1 << 16  # copies this large release the GIL
 
@@ -436,3 +436,72 @@ cdef inline void _copy(char *remote, char *local, size_t n, bint write) noexcept
 
 
 
+
+
+from libc.stdint cimport int64_t
+
+
+cdef inline bint _int64_array(object a, int ndim):
+    """A C-contiguous int64 numpy array of ``ndim`` dimensions (pairs when 2)."""
+    return (type(a) is np.ndarray and (<object>a).dtype == np.int64 and (<object>a).ndim == ndim
+            and (<object>a).flags.c_contiguous and (ndim == 1 or (<object>a).shape[1] == 2))
+
+
+def post_batch(Engine eng, remote, object op, object origin, object offsets, object disps, uint64_t unit,
+               uint64_t base, uint64_t size):
+    """Put_batch / Get_batch of the common case: a contiguous origin buffer
+    with (n, 2) int64 (offset, length) rows and n int64 target displacements,
+    every block inside the origin and the window. Checked and posted in one
+    C loop without the GIL (no per-block Python work); False, with nothing
+    moved, for anything else: the Python layer then raises the precise error."""
+    cdef Py_buffer view
+    cdef const int64_t[:, ::1] offs
+    cdef const int64_t[::1] d
+    cdef vector[TransferOpDesc] v
+    cdef Py_ssize_t i, n
+    cdef int64_t o, ln
+    cdef uint64_t toff, max_disp
+    cdef bint ok = True
+    cdef Status st = 0
+    cdef AscendString cr
+    cdef int cop = _opcode(op)
+    if eng._h == NULL or unit == 0 or not (_int64_array(offsets, 2) and _int64_array(disps, 1)):
+        return False
+    offs = offsets
+    d = disps
+    n = offs.shape[0]
+    if n == 0 or d.shape[0] != n:
+        return False
+    if _get_buffer(origin, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (PyBUF_WRITABLE if cop == READ else 0)) != 0:
+        PyErr_Clear()
+        return False
+    try:
+        cr = _remote(remote)
+        if view.format != NULL and strchr(view.format, b'O') != NULL:
+            return False
+        max_disp = size // unit
+        with nogil:
+            v.resize(n)
+            for i in range(n):
+                o = offs[i, 0]
+                ln = offs[i, 1]
+                # Every bound is compared before any product or sum is formed: nothing wraps.
+                if (o < 0 or ln < 0 or o > view.len or ln > view.len - o or d[i] < 0
+                        or <uint64_t>d[i] > max_disp):
+                    ok = False
+                    break
+                toff = <uint64_t>d[i] * unit
+                if <uint64_t>ln > size - toff:
+                    ok = False
+                    break
+                v[i].local_addr = <uintptr_t>view.buf + <uintptr_t>o
+                v[i].remote_addr = base + toff
+                v[i].len = <size_t>ln
+            if ok:
+                st = TransferPost(eng._h[0], cr, <TransferOp>cop, v, MEM_HOST)
+        if not ok:
+            return False
+        _check(st, f"TransferPost({remote!r}, {n} blocks)")
+        return True
+    finally:
+        PyBuffer_Release(&view)

@@ -13,6 +13,17 @@ class BatchMixin:
 
     def _batch(self, what, op, origin_blocks, target_rank, target_disps, tag):
         t = self._target(target_rank, what)
+        if (t is not None and _engine.HAS_EXTENSIONS and self._flavor != _FLAVOR_DYNAMIC
+                and type(origin_blocks) is tuple and len(origin_blocks) == 2):
+            # The common case, checked and posted in C; anything out of the
+            # ordinary is left to the full checks below.
+            self._check_mode(t, op, what)
+            if _engine.post_batch(self._engine, t.addr, op, origin_blocks[0], origin_blocks[1], target_disps,
+                                  t.disp_unit, t.base, t.size):
+                self._fast.mark_dirty(t.rank, origin_blocks[0])
+                if tag is not None:
+                    self.Notify(target_rank, tag)
+                return
         local, lens, keep = _origin_blocks(origin_blocks, op == _engine.READ, what)
         disps = np.asarray(target_disps)
         if disps.ndim != 1 or len(disps) != len(lens) or (disps.size and disps.dtype.kind not in "iu"):

@@ -111,6 +111,7 @@ Status HixlImpl::Initialize(const std::string &local, const std::map<AscendStrin
       default_timeout_ms_ = static_cast<int32_t>(v);
     }
   }
+  cma_mode_ = engine::CmaModeFromEnv();
   // Roll back whatever was set up if a later step fails.
   struct Guard {
     HixlImpl *self;
@@ -399,6 +400,8 @@ Status HixlImpl::Connect(const std::string &remote, int32_t timeout_ms) {
     return FromUcs(us, "Connect to " + remote + ": ucp_ep_create failed");
   }
   Status st = DecodeTable(*peer, c, {}, peer->regions);
+  engine::HostIdentity identity;
+  if (st == SUCCESS && identity.Decode(c)) EnableCma(*peer, identity);
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (st == SUCCESS && peers_.count(remote)) st = Fail(ALREADY_CONNECTED, "Connect: already connected to " + remote);
@@ -416,6 +419,16 @@ Status HixlImpl::Connect(const std::string &remote, int32_t timeout_ms) {
   close(fd);
   peer->fd = -1;
   return Fail(st, keep);
+}
+
+void HixlImpl::EnableCma(Peer &peer, const engine::HostIdentity &id) {
+  if (cma_mode_ == engine::CmaMode::OFF || !engine::HostIdentity::Self().SharesPidsWith(id)) return;
+  // The pidfd pins the identity of the process that just answered the
+  // handshake: once it exits, its pid may name another process.
+  peer.pidfd = engine::OpenPidFd(id.pid);
+  if (!engine::PidAlive(peer.pidfd.get())) return;
+  peer.pid = id.pid;
+  peer.cma = true;
 }
 
 void HixlImpl::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
@@ -649,6 +662,8 @@ bool HixlImpl::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std:
     std::lock_guard<std::mutex> lk(mu_);
     std::string table = EncodeTable();
     w.raw(table.data(), table.size());
+    // Last, so that a client that does not know it simply ignores it.
+    engine::HostIdentity::Self().Encode(w);
     a.authed = true;
     a.client = name;
     return engine::SendAll(a.fd, engine::Frame(Msg::HELLO_OK, 0, w.str()), deadline);

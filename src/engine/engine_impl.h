@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "hixl/hixl.h"
+#include "cma.h"
 #include "hixl/hixl_ext.h"
 #include "ucx_raii.h"
 #include "wire.h"
@@ -58,6 +59,13 @@ struct Peer {
   std::atomic<bool> dead{false};
   std::atomic<bool> closing{false};
   std::string death;  ///< why it died; written once before dead is set
+
+  /// Same-node peer in this pid namespace: its pid, and a pidfd proving that
+  /// process is alive; the vectored cma path is on while cma is true.
+  uint64_t pid = 0;
+  UniqueFd pidfd;
+  std::atomic<bool> cma{false};
+  std::atomic<int64_t> pid_vouched_until{0};  ///< steady-clock ns: a pidfd poll vouched for pid till then
 
   std::shared_mutex table_mu;  ///< shared: transfers; exclusive: refresh, invalidation
   std::vector<RemoteRegion> regions;               ///< sorted by addr
@@ -161,6 +169,15 @@ class HixlImpl {
                  Deadline deadline);
   Status Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
               Deadline deadline, bool &posted, bool local_host = true);
+  Status PostUcx(const PeerPtr &peer, TransferOp op, const TransferOpDesc &d, const engine::RemoteRegion &r,
+                 size_t index);
+  Status PostVectored(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                      const std::vector<const engine::RemoteRegion *> &where, const std::vector<size_t> &blocks,
+                      bool &posted);
+  Status FinishShare(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                     const std::vector<const engine::RemoteRegion *> &where, const std::vector<size_t> &blocks,
+                     const std::vector<iovec> &local, const engine::CmaShare &s, bool &posted);
+  void EnableCma(engine::Peer &peer, const engine::HostIdentity &id);
   Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what);
   /// engine::WaitRequest, counted in waiting_: progress made while a caller
   /// waits is that caller's own (see ProgressLoop).
@@ -180,6 +197,7 @@ class HixlImpl {
   std::shared_ptr<engine::Worker> worker_;
   std::string token_;
   int32_t default_timeout_ms_ = 30000;
+  engine::CmaMode cma_mode_ = engine::CmaMode::OFF;
   std::string listen_address_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
@@ -212,7 +230,8 @@ class HixlImpl {
   /// dropped peer): direct pointers cached by callers are stale after a change.
   std::atomic<uint64_t> mapping_generation_{0};
   std::atomic<uint64_t> bytes_written_{0}, bytes_read_{0}, transfer_ops_{0}, direct_ops_{0},
-      atomic_ops_{0}, notifies_sent_{0}, notifies_received_{0}, table_refreshes_{0};
+      atomic_ops_{0}, notifies_sent_{0}, notifies_received_{0}, table_refreshes_{0}, vectored_ops_{0},
+      vectored_calls_{0};
 };
 
 }  // namespace hixl

@@ -1,9 +1,16 @@
 // Data plane of the built-in engine: transfers, atomics, flush and notifies.
 // A block whose remote region is mapped into this process is a memcpy (or a
-// CPU atomic); every other block is a UCX operation completed by one flush.
+// CPU atomic); a block of a same-node peer's registered host memory goes into
+// the engine's own vectored cma calls (cma.h: synchronous, so complete before
+// any flush); every other block, or whatever a cma call left undone, is a UCX
+// operation completed by one flush.
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <system_error>
+#include <thread>
 
+#include "copy.h"
 #include "engine_impl.h"
 #include "status.h"
 
@@ -36,6 +43,19 @@ const RemoteRegion *Find(const std::vector<RemoteRegion> &rs, uintptr_t addr, si
 
 std::string Range(uintptr_t addr, size_t len) {
   return "remote address " + std::to_string(addr) + " length " + std::to_string(len);
+}
+
+// Before every vectored call: is peer.pid still the peer? Its pidfd says so
+// (a system call), and a successful poll vouches for the pid for a
+// millisecond: the kernel hands an exited process's pid to another one only
+// after cycling through the whole pid space, which takes far longer.
+bool PidStillPeer(Peer &peer) {
+  if (peer.dead) return false;
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  if (now < peer.pid_vouched_until.load(std::memory_order_relaxed)) return true;
+  if (!engine::PidAlive(peer.pidfd.get())) return false;
+  peer.pid_vouched_until.store(now + 1000000, std::memory_order_relaxed);
+  return true;
 }
 
 /** Async transfer: the flush request that completes the batch. */
@@ -111,6 +131,84 @@ Status HixlImpl::Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc> 
   return SUCCESS;
 }
 
+Status HixlImpl::PostUcx(const PeerPtr &peer, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
+                         size_t index) {
+  ucp_request_param_t param;
+  std::memset(&param, 0, sizeof(param));
+  void *local = reinterpret_cast<void *>(d.local_addr);
+  void *req = op == WRITE ? ucp_put_nbx(peer->ep, local, d.len, d.remote_addr, r.rkey->get(), &param)
+                          : ucp_get_nbx(peer->ep, local, d.len, d.remote_addr, r.rkey->get(), &param);
+  if (UCS_PTR_IS_ERR(req))
+    return FromUcs(UCS_PTR_STATUS(req), "transfer to " + peer->name + " block " + std::to_string(index));
+  // Completion is proven by the flush that follows; the request can go.
+  if (req != nullptr) ucp_request_free(req);
+  return SUCCESS;
+}
+
+Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                              const std::vector<const RemoteRegion *> &where, const std::vector<size_t> &blocks,
+                              bool &posted) {
+  // Every block was resolved against the peer's registered regions, and the
+  // shared table lock held by the caller keeps them registered throughout.
+  std::vector<iovec> local(blocks.size()), remote(blocks.size());
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    const auto &d = descs[blocks[j]];
+    local[j] = {reinterpret_cast<void *>(d.local_addr), d.len};
+    remote[j] = {reinterpret_cast<void *>(d.remote_addr), d.len};
+  }
+  std::vector<engine::CmaShare> shares = engine::SplitShares(local, engine::CmaThreads());
+  const pid_t pid = static_cast<pid_t>(peer->pid);
+  const bool short_test = cma_mode_ == engine::CmaMode::SHORT;
+  auto move = [&](engine::CmaShare &s) {
+    s.moved = engine::VectoredMove(pid, op == WRITE, &local[s.lo], &remote[s.lo], s.hi - s.lo, short_test, s.err,
+                                   s.calls);
+  };
+  // An exited peer's pid may already name another process: check first.
+  if (!PidStillPeer(*peer)) {
+    shares[0].err = ESRCH;
+  } else {
+    std::vector<std::thread> helpers;
+    for (size_t k = 1; k < shares.size(); ++k) {
+      try {
+        helpers.emplace_back(move, std::ref(shares[k]));
+      } catch (const std::system_error &) {
+        move(shares[k]);  // no thread to be had: this one does it
+      }
+    }
+    move(shares[0]);
+    for (auto &t : helpers) t.join();
+  }
+  for (size_t k = 0; k < shares.size(); ++k) {
+    Status st = FinishShare(peer, op, descs, where, blocks, local, shares[k], posted);
+    if (st != SUCCESS) return st;
+  }
+  return SUCCESS;
+}
+
+Status HixlImpl::FinishShare(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                             const std::vector<const RemoteRegion *> &where, const std::vector<size_t> &blocks,
+                             const std::vector<iovec> &local, const engine::CmaShare &s, bool &posted) {
+  vectored_calls_ += s.calls;
+  // Not permitted (ptrace policy), or the peer is gone: UCX from now on; it
+  // reports a dead peer as PEER_FAILURE at the flush, as it always did.
+  if (s.err == EPERM || s.err == EACCES || s.err == ESRCH || s.err == ENOSYS) peer->cma = false;
+  // The kernel stopped short: the rest of the share, from the exact byte
+  // where it stopped, goes through UCX.
+  size_t moved = s.moved, j = s.lo;
+  for (; j < s.hi && moved >= local[j].iov_len; ++j) moved -= local[j].iov_len;
+  vectored_ops_ += j - s.lo;
+  for (; j < s.hi; ++j, moved = 0) {
+    TransferOpDesc rest = descs[blocks[j]];
+    rest.local_addr += moved;
+    rest.remote_addr += moved;
+    rest.len -= moved;
+    posted = true;
+    Status st = PostUcx(peer, op, rest, *where[blocks[j]], blocks[j]);
+    if (st != SUCCESS) return st;
+  }
+  return SUCCESS;
+}
+
 Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
                       Deadline deadline, bool &posted, bool local_host) {
   if (op != READ && op != WRITE) return Fail(PARAM_INVALID, "transfer: operation must be READ or WRITE");
@@ -119,30 +217,35 @@ Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tran
   std::vector<const RemoteRegion *> where;
   Status st = Resolve(peer, descs, where, lock, deadline);
   if (st != SUCCESS) return st;
-  ucp_request_param_t param;
-  std::memset(&param, 0, sizeof(param));
+  // Host memory at both ends of a same-namespace peer: the engine's own
+  // vectored cma, a few system calls per batch instead of one per block.
+  const bool vectored = local_host && peer->cma.load(std::memory_order_relaxed);
+  const bool stream = op == WRITE && engine::ShouldStream(descs);
+  std::vector<size_t> by_cma;
   uint64_t bytes = 0, direct = 0;
   for (size_t i = 0; i < descs.size(); ++i) {
     const RemoteRegion *r = where[i];
     if (r == nullptr) continue;
     const auto &d = descs[i];
     bytes += d.len;
-    void *local = reinterpret_cast<void *>(d.local_addr);
     if (r->mapped != nullptr && local_host) {
-      char *remote = r->mapped + (d.remote_addr - r->addr);
-      if (op == WRITE)
-        std::memcpy(remote, local, d.len);
-      else
-        std::memcpy(local, remote, d.len);
+      engine::CopyBlock(r->mapped + (d.remote_addr - r->addr), reinterpret_cast<char *>(d.local_addr), d.len,
+                        op == WRITE, stream);
       ++direct;
       continue;
     }
-    void *req = op == WRITE ? ucp_put_nbx(peer->ep, local, d.len, d.remote_addr, r->rkey->get(), &param)
-                            : ucp_get_nbx(peer->ep, local, d.len, d.remote_addr, r->rkey->get(), &param);
+    if (vectored && r->type == MEM_HOST) {
+      by_cma.push_back(i);
+      continue;
+    }
     posted = true;
-    if (UCS_PTR_IS_ERR(req)) return FromUcs(UCS_PTR_STATUS(req), "transfer to " + peer->name + " block " + std::to_string(i));
-    // Completion is proven by the flush that follows; the request can go.
-    if (req != nullptr) ucp_request_free(req);
+    st = PostUcx(peer, op, d, *r, i);
+    if (st != SUCCESS) return st;
+  }
+  if (direct > 0 && stream) engine::CopyDone();
+  if (!by_cma.empty()) {
+    st = PostVectored(peer, op, descs, where, by_cma, posted);
+    if (st != SUCCESS) return st;
   }
   if (op == WRITE) {
     bytes_written_ += bytes;
@@ -398,6 +501,8 @@ Status HixlImpl::GetStats(ext::Stats &s) {
   s.notifies_sent = notifies_sent_;
   s.notifies_received = notifies_received_;
   s.table_refreshes = table_refreshes_;
+  s.vectored_ops = vectored_ops_;
+  s.vectored_calls = vectored_calls_;
   std::lock_guard<std::mutex> lk(mu_);
   s.regions = regions_.size();
   s.endpoints = peers_.size();

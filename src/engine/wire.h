@@ -26,7 +26,7 @@ constexpr uint32_t kMaxRkeyLen = 1U << 16;
 
 enum class Msg : uint16_t {
   HELLO = 1,        // client -> server: token, client name
-  HELLO_OK = 2,     // server -> client: worker address, memory table
+  HELLO_OK = 2,     // server -> client: worker address, memory table, host identity (optional)
   REJECT = 3,       // server -> client: nothing else
   TABLE_REQ = 4,    // client -> server
   TABLE_RESP = 5,   // server -> client: memory table

@@ -42,7 +42,9 @@ struct Stats {
   uint64_t regions;          ///< local regions registered now
   uint64_t endpoints;        ///< outgoing connections now
   uint64_t accepted;         ///< incoming authenticated connections now
-  uint8_t reserved[64];
+  uint64_t vectored_ops;     ///< blocks moved by the engine's own process_vm_writev/readv
+  uint64_t vectored_calls;   ///< process_vm_writev/readv calls that moved them
+  uint8_t reserved[48];
 };
 
 /** @brief Per-peer counters. */

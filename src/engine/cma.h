@@ -82,6 +82,15 @@ bool PidAlive(int pidfd);
 size_t VectoredMove(pid_t pid, bool write, const iovec *local, const iovec *remote, size_t n, bool short_test,
                     int &err, uint64_t &calls);
 
+/** @brief Blocks of at least twice this size are cut into pieces of it, to share them out between threads. */
+constexpr size_t kCmaPiece = 1U << 20;
+
+/** @brief Where one iovec of a vectored batch comes from: descriptor desc, from byte off. */
+struct CmaPiece {
+  size_t desc;
+  size_t off;
+};
+
 /** @brief One thread's consecutive share [lo, hi) of a vectored batch, and how far it got. */
 struct CmaShare {
   size_t lo, hi;

@@ -66,6 +66,8 @@ struct Peer {
   UniqueFd pidfd;
   std::atomic<bool> cma{false};
   std::atomic<int64_t> pid_vouched_until{0};  ///< steady-clock ns: a pidfd poll vouched for pid till then
+  /// A UCX operation was posted to ep since the last flush began (see WaitFlush).
+  std::atomic<bool> ucx_unflushed{true};
 
   std::shared_mutex table_mu;  ///< shared: transfers; exclusive: refresh, invalidation
   std::vector<RemoteRegion> regions;               ///< sorted by addr
@@ -175,8 +177,9 @@ class HixlImpl {
                       const std::vector<const engine::RemoteRegion *> &where, const std::vector<size_t> &blocks,
                       bool &posted);
   Status FinishShare(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                     const std::vector<const engine::RemoteRegion *> &where, const std::vector<size_t> &blocks,
-                     const std::vector<iovec> &local, const engine::CmaShare &s, bool &posted);
+                     const std::vector<const engine::RemoteRegion *> &where,
+                     const std::vector<engine::CmaPiece> &pieces, const std::vector<iovec> &local,
+                     const engine::CmaShare &s, bool &posted);
   void EnableCma(engine::Peer &peer, const engine::HostIdentity &id);
   Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what);
   /// engine::WaitRequest, counted in waiting_: progress made while a caller

@@ -136,6 +136,7 @@ Status HixlImpl::PostUcx(const PeerPtr &peer, TransferOp op, const TransferOpDes
   ucp_request_param_t param;
   std::memset(&param, 0, sizeof(param));
   void *local = reinterpret_cast<void *>(d.local_addr);
+  peer->ucx_unflushed = true;  // before the post: a flush that misses it did not follow it
   void *req = op == WRITE ? ucp_put_nbx(peer->ep, local, d.len, d.remote_addr, r.rkey->get(), &param)
                           : ucp_get_nbx(peer->ep, local, d.len, d.remote_addr, r.rkey->get(), &param);
   if (UCS_PTR_IS_ERR(req))
@@ -150,13 +151,25 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
                               bool &posted) {
   // Every block was resolved against the peer's registered regions, and the
   // shared table lock held by the caller keeps them registered throughout.
-  std::vector<iovec> local(blocks.size()), remote(blocks.size());
+  // With more than one thread, large blocks are cut into pieces so that one
+  // large block (a 16 MiB Put) is shared out too.
+  const size_t threads = engine::CmaThreads();
+  std::vector<iovec> local, remote;
+  std::vector<engine::CmaPiece> pieces;
+  local.reserve(blocks.size());
+  remote.reserve(blocks.size());
+  pieces.reserve(blocks.size());
   for (size_t j = 0; j < blocks.size(); ++j) {
     const auto &d = descs[blocks[j]];
-    local[j] = {reinterpret_cast<void *>(d.local_addr), d.len};
-    remote[j] = {reinterpret_cast<void *>(d.remote_addr), d.len};
+    size_t step = threads > 1 && d.len >= 2 * engine::kCmaPiece ? engine::kCmaPiece : d.len;
+    for (size_t off = 0; off < d.len; off += step) {
+      size_t n = std::min(step, d.len - off);
+      local.push_back({reinterpret_cast<void *>(d.local_addr + off), n});
+      remote.push_back({reinterpret_cast<void *>(d.remote_addr + off), n});
+      pieces.push_back({blocks[j], off});
+    }
   }
-  std::vector<engine::CmaShare> shares = engine::SplitShares(local, engine::CmaThreads());
+  std::vector<engine::CmaShare> shares = engine::SplitShares(local, threads);
   const pid_t pid = static_cast<pid_t>(peer->pid);
   const bool short_test = cma_mode_ == engine::CmaMode::SHORT;
   auto move = [&](engine::CmaShare &s) {
@@ -179,15 +192,16 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
     for (auto &t : helpers) t.join();
   }
   for (size_t k = 0; k < shares.size(); ++k) {
-    Status st = FinishShare(peer, op, descs, where, blocks, local, shares[k], posted);
+    Status st = FinishShare(peer, op, descs, where, pieces, local, shares[k], posted);
     if (st != SUCCESS) return st;
   }
   return SUCCESS;
 }
 
 Status HixlImpl::FinishShare(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                             const std::vector<const RemoteRegion *> &where, const std::vector<size_t> &blocks,
-                             const std::vector<iovec> &local, const engine::CmaShare &s, bool &posted) {
+                             const std::vector<const RemoteRegion *> &where,
+                             const std::vector<engine::CmaPiece> &pieces, const std::vector<iovec> &local,
+                             const engine::CmaShare &s, bool &posted) {
   vectored_calls_ += s.calls;
   // Not permitted (ptrace policy), or the peer is gone: UCX from now on; it
   // reports a dead peer as PEER_FAILURE at the flush, as it always did.
@@ -195,15 +209,18 @@ Status HixlImpl::FinishShare(const PeerPtr &peer, TransferOp op, const std::vect
   // The kernel stopped short: the rest of the share, from the exact byte
   // where it stopped, goes through UCX.
   size_t moved = s.moved, j = s.lo;
-  for (; j < s.hi && moved >= local[j].iov_len; ++j) moved -= local[j].iov_len;
-  vectored_ops_ += j - s.lo;
+  for (; j < s.hi && moved >= local[j].iov_len; ++j) {
+    moved -= local[j].iov_len;
+    if (pieces[j].off == 0) ++vectored_ops_;  // counts blocks, not pieces
+  }
   for (; j < s.hi; ++j, moved = 0) {
-    TransferOpDesc rest = descs[blocks[j]];
-    rest.local_addr += moved;
-    rest.remote_addr += moved;
-    rest.len -= moved;
+    const size_t i = pieces[j].desc;
+    TransferOpDesc rest = descs[i];
+    rest.local_addr += pieces[j].off + moved;
+    rest.remote_addr += pieces[j].off + moved;
+    rest.len = local[j].iov_len - moved;
     posted = true;
-    Status st = PostUcx(peer, op, rest, *where[blocks[j]], blocks[j]);
+    Status st = PostUcx(peer, op, rest, *where[i], i);
     if (st != SUCCESS) return st;
   }
   return SUCCESS;
@@ -262,13 +279,20 @@ Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tran
 
 Status HixlImpl::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what) {
   uint64_t seq;
+  bool retired;
   {
     std::shared_lock<std::shared_mutex> lock(peer->table_mu);
     seq = peer->retire_seq;
+    retired = !peer->retired.empty();
   }
+  // Memcpy into a mapping and the engine's own cma calls are complete when
+  // they return: with nothing posted on UCX since the last flush (and no
+  // retired key to prove unused), UCX's flush would only cost its own time.
+  if (!peer->ucx_unflushed.exchange(false, std::memory_order_acq_rel) && !retired) return SUCCESS;
   void *req = engine::FlushEp(peer->ep);
   ucs_status_t us = Wait(req, deadline, [&] { return PeerAbort(*peer); });
   if (us != UCS_OK) {
+    peer->ucx_unflushed = true;
     if (peer->dead) return PeerError(*peer, what);
     return FromUcs(us, std::string(what) + " to " + peer->name);
   }
@@ -426,6 +450,7 @@ Status HixlImpl::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t a
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_REPLY_BUFFER;
     param.reply_buffer = reply;
   }
+  peer->ucx_unflushed = true;
   void *req = ucp_atomic_op_nbx(peer->ep, uop, &operand, 1, addr, r->rkey->get(), &param);
   lock.unlock();
   if (result == nullptr) {
@@ -478,6 +503,7 @@ Status HixlImpl::SendNotify(const std::string &remote, const NotifyDesc &notify,
   std::memset(&param, 0, sizeof(param));
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_COPY_HEADER;
+  peer->ucx_unflushed = true;
   void *req = ucp_am_send_nbx(peer->ep, kNotifyAmId, lens, sizeof(lens), data.data(), data.size(), &param);
   ucs_status_t us = Wait(req, deadline, [&] { return PeerAbort(*peer); });
   if (us != UCS_OK) {

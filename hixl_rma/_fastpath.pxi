@@ -13,6 +13,7 @@ from libc.string cimport memcpy, strchr
 from libc.stdint cimport int64_t, uint8_t
 
 cdef size_t _NOGIL_COPY = 1 << 16  # copies this large release the GIL
+cdef size_t _SHARED_COPY = 4 << 20  # and this large go to the engine, whose threads share them out
 
 cdef extern from "Python.h":
     # Plain status return: a refused buffer means "not the common case".
@@ -152,7 +153,7 @@ cdef class FastWin:
             if view.len == 0:
                 return 1
             direct = self._direct(r)
-            if direct != NULL:
+            if direct != NULL and <size_t>view.len < _SHARED_COPY:
                 if <size_t>view.len >= _NOGIL_COPY:
                     with nogil:
                         _copy(direct + off, <char *>view.buf, <size_t>view.len, write)

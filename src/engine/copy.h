@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -75,6 +76,39 @@ inline void CopyDone() {
   _mm_sfence();
 #endif
 }
+
+/** @brief One block (or 1 MiB piece of one) to copy through a mapping. */
+struct CopyPiece {
+  char *remote;
+  char *local;
+  size_t len;
+};
+
+/** @brief Copies to or from mapped peer memory collected for one batch. */
+class MappedCopies {
+ public:
+  /** @brief Add a block; large ones are cut so that threads can share them. */
+  void Add(char *remote, char *local, size_t len) {
+    constexpr size_t kPiece = 1U << 20;
+    size_t step = len >= 2 * kPiece ? kPiece : len;
+    for (size_t off = 0; off < len; off += step)
+      pieces_.push_back({remote + off, local + off, std::min(step, len - off)});
+    bytes_ += len;
+  }
+  bool empty() const { return pieces_.empty(); }
+
+  /**
+   * @brief Copy everything, on up to `threads` threads for a large batch
+   *        (one core's copy of 4 KiB-paged shared memory is bound by its own
+   *        page walks, not by the memory bus). The copies are done (and
+   *        streamed stores fenced) when this returns.
+   */
+  void Run(bool write, bool stream, size_t threads);
+
+ private:
+  std::vector<CopyPiece> pieces_;
+  size_t bytes_ = 0;
+};
 
 }  // namespace engine
 }  // namespace hixl

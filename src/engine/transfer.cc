@@ -238,6 +238,7 @@ Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tran
   // vectored cma, a few system calls per batch instead of one per block.
   const bool vectored = local_host && peer->cma.load(std::memory_order_relaxed);
   const bool stream = op == WRITE && engine::ShouldStream(descs);
+  engine::MappedCopies mapped;
   std::vector<size_t> by_cma;
   uint64_t bytes = 0, direct = 0;
   for (size_t i = 0; i < descs.size(); ++i) {
@@ -246,8 +247,7 @@ Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tran
     const auto &d = descs[i];
     bytes += d.len;
     if (r->mapped != nullptr && local_host) {
-      engine::CopyBlock(r->mapped + (d.remote_addr - r->addr), reinterpret_cast<char *>(d.local_addr), d.len,
-                        op == WRITE, stream);
+      mapped.Add(r->mapped + (d.remote_addr - r->addr), reinterpret_cast<char *>(d.local_addr), d.len);
       ++direct;
       continue;
     }
@@ -259,7 +259,7 @@ Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tran
     st = PostUcx(peer, op, d, *r, i);
     if (st != SUCCESS) return st;
   }
-  if (direct > 0 && stream) engine::CopyDone();
+  if (!mapped.empty()) mapped.Run(op == WRITE, stream, engine::CmaThreads());
   if (!by_cma.empty()) {
     st = PostVectored(peer, op, descs, where, by_cma, posted);
     if (st != SUCCESS) return st;

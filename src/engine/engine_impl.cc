@@ -532,9 +532,19 @@ void HixlImpl::ProgressLoop() {
   // Progress made while a caller of this process waits in Wait() is (almost
   // always) that caller's own completion, which the caller polls for: a poll
   // window then would only be a third busy thread on the caller's cores.
+  //
+  // While a caller waits, it progresses the worker itself, so this thread
+  // keeps off it (and off its lock: UCX's worker lock is a spinlock, and a
+  // thread spinning on it while the holder shares its core, as under
+  // Open MPI's default binding, spins for a whole time slice). Parked, it
+  // still serves the control sockets every millisecond.
   const auto poll_window = std::chrono::microseconds(PollWindowUs());
   auto last_work = Clock::now() - poll_window;
   while (running_) {
+    if (waiting_.load(std::memory_order_seq_cst) > 0) {
+      ParkWhileCallersWait(evs);
+      continue;
+    }
     unsigned done = 0;
     while (ucp_worker_progress(w) != 0) ++done;
     auto now = Clock::now();
@@ -542,31 +552,7 @@ void HixlImpl::ProgressLoop() {
     if (now - last_work < poll_window) continue;
     if (ucp_worker_arm(w) == UCS_ERR_BUSY) continue;
     int n = epoll_wait(epoll_fd_, evs, 64, 100);
-    for (int i = 0; i < n; ++i) {
-      uint64_t id = evs[i].data.u64;
-      if (id == kIdUcx) continue;
-      if (id == kIdWake) {
-        uint64_t v;
-        ssize_t r = read(wake_fd_, &v, sizeof(v));
-        (void)r;
-        continue;
-      }
-      if (id == kIdListen) {
-        AcceptAll();
-        continue;
-      }
-      PeerPtr peer;
-      Accepted *acc = nullptr;
-      {
-        std::lock_guard<std::mutex> lk(mu_);
-        auto pit = peer_by_conn_.find(id);
-        if (pit != peer_by_conn_.end()) peer = pit->second;
-        auto ait = accepted_.find(id);
-        if (ait != accepted_.end()) acc = ait->second.get();
-      }
-      if (peer) ServePeer(peer);
-      if (acc) ServeAccepted(*acc);  // only this thread erases accepted_ entries
-    }
+    for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64);
     RunPendingCloses();
     // Strangers that never finish a handshake are dropped.
     std::vector<uint64_t> stale;
@@ -578,6 +564,43 @@ void HixlImpl::ProgressLoop() {
     }
     for (auto id : stale) CloseAccepted(id);
   }
+}
+
+void HixlImpl::ServeEvent(uint64_t id) {
+  if (id == kIdUcx) return;  // the worker is progressed by the loop (or by a waiting caller)
+  if (id == kIdWake) {
+    uint64_t v;
+    ssize_t r = read(wake_fd_, &v, sizeof(v));
+    (void)r;
+    return;
+  }
+  if (id == kIdListen) {
+    AcceptAll();
+    return;
+  }
+  PeerPtr peer;
+  Accepted *acc = nullptr;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto pit = peer_by_conn_.find(id);
+    if (pit != peer_by_conn_.end()) peer = pit->second;
+    auto ait = accepted_.find(id);
+    if (ait != accepted_.end()) acc = ait->second.get();
+  }
+  if (peer) ServePeer(peer);
+  if (acc) ServeAccepted(*acc);  // only this thread erases accepted_ entries
+}
+
+void HixlImpl::ParkWhileCallersWait(epoll_event *evs) {
+  {
+    std::unique_lock<std::mutex> lk(park_mu_);
+    parked_.store(true, std::memory_order_seq_cst);
+    park_cv_.wait_for(lk, std::chrono::milliseconds(1),
+                      [&] { return waiting_.load(std::memory_order_seq_cst) == 0 || !running_; });
+    parked_.store(false, std::memory_order_seq_cst);
+  }
+  int n = epoll_wait(epoll_fd_, evs, 64, 0);
+  for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64);
 }
 
 void HixlImpl::RunPendingCloses() {

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <set>
 #include <shared_mutex>
+#include <sys/epoll.h>
 #include <string>
 #include <thread>
 #include <utility>
@@ -153,6 +154,8 @@ class HixlImpl {
   void MarkDead(const PeerPtr &peer, const std::string &why);
   void ClosePeerFd(engine::Peer &peer);
   void RunPendingCloses();
+  void ServeEvent(uint64_t id);
+  void ParkWhileCallersWait(epoll_event *evs);
   void DropAsyncTransfers();
   std::string EncodeTable();
   Status DecodeTable(engine::Peer &peer, engine::Cursor &c, const std::vector<engine::RemoteRegion> &old,
@@ -187,9 +190,12 @@ class HixlImpl {
   template <typename Abort>
   ucs_status_t Wait(void *req, Deadline deadline, Abort &&abort) {
     if (req == nullptr) return UCS_OK;
-    waiting_.fetch_add(1, std::memory_order_relaxed);
+    waiting_.fetch_add(1, std::memory_order_seq_cst);
     ucs_status_t st = engine::WaitRequest(worker_->get(), req, deadline, std::forward<Abort>(abort));
-    waiting_.fetch_sub(1, std::memory_order_relaxed);
+    if (waiting_.fetch_sub(1, std::memory_order_seq_cst) == 1 && parked_.load(std::memory_order_seq_cst)) {
+      std::lock_guard<std::mutex> lk(park_mu_);
+      park_cv_.notify_one();
+    }
     return st;
   }
   void Retire(engine::Peer &peer, std::shared_ptr<engine::RemoteKey> key);
@@ -225,9 +231,11 @@ class HixlImpl {
   std::mutex notify_mu_;
   std::deque<NotifyDesc> notifies_;
 
-  std::mutex progress_mu_;
-  std::condition_variable progress_cv_;
-  uint64_t progress_gen_ = 0;
+  /// The progress thread stays off the worker while a caller waits in
+  /// Wait() (see ProgressLoop), parked on park_cv_ until the last one leaves.
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  std::atomic<bool> parked_{false};
 
   /// Bumped whenever a peer region may stop being mapped here (retired key,
   /// dropped peer): direct pointers cached by callers are stale after a change.

@@ -538,8 +538,14 @@ void HixlImpl::ProgressLoop() {
   // thread spinning on it while the holder shares its core, as under
   // Open MPI's default binding, spins for a whole time slice). Parked, it
   // still serves the control sockets every millisecond.
+  // The window is also counted in polls: a thread descheduled in the middle
+  // of it (its core shared with the rank's main thread, as under binding)
+  // still polls a while once it runs again instead of finding the window
+  // spent and going to sleep just before the next request.
   const auto poll_window = std::chrono::microseconds(PollWindowUs());
+  const unsigned min_idle_polls = 4 * static_cast<unsigned>(PollWindowUs());
   auto last_work = Clock::now() - poll_window;
+  unsigned idle_polls = min_idle_polls;
   while (running_) {
     if (waiting_.load(std::memory_order_seq_cst) > 0) {
       ParkWhileCallersWait(evs);
@@ -548,8 +554,14 @@ void HixlImpl::ProgressLoop() {
     unsigned done = 0;
     while (ucp_worker_progress(w) != 0) ++done;
     auto now = Clock::now();
-    if (done != 0 && waiting_.load(std::memory_order_relaxed) == 0) last_work = now;
-    if (now - last_work < poll_window) continue;
+    if (done != 0 && waiting_.load(std::memory_order_relaxed) == 0) {
+      last_work = now;
+      idle_polls = 0;
+    }
+    if (now - last_work < poll_window || idle_polls < min_idle_polls) {
+      ++idle_polls;
+      continue;
+    }
     if (ucp_worker_arm(w) == UCS_ERR_BUSY) continue;
     int n = epoll_wait(epoll_fd_, evs, 64, 100);
     for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64);

@@ -2,6 +2,7 @@
 #include "cma.h"
 
 #include <poll.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -156,7 +157,13 @@ size_t CmaThreads() {
   static const size_t n = [] {
     const char *v = std::getenv("HIXL_RMA_CMA_THREADS");
     long t = v != nullptr ? std::strtol(v, nullptr, 10) : 2;
-    long cores = static_cast<long>(std::thread::hardware_concurrency());
+    // The cores this process may run on: a rank bound to one core (Open
+    // MPI's default) gains nothing from a second thread on that core.
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    long cores = sched_getaffinity(0, sizeof(set), &set) == 0
+                     ? static_cast<long>(CPU_COUNT(&set))
+                     : static_cast<long>(std::thread::hardware_concurrency());
     return static_cast<size_t>(std::max(1L, std::min({t, cores > 0 ? cores : 1L, 8L})));
   }();
   return n;

@@ -78,6 +78,23 @@ def scattered(rng, sizes, gap_max):
     return offs, pos + gap_max
 
 
+def scattered_write(a, b, rng, sizes, gap_max, seed):
+    """Registered memory for a WRITE of blocks of ``sizes`` from a packed
+    source (a) to scattered places in a target (b): (target, src, source
+    offsets, target offsets, descriptors, the target expected afterwards)."""
+    toffs, span = scattered(rng, sizes, gap_max)
+    target = np.zeros(span, dtype=np.uint8)
+    b.register_mem(target)
+    src = pattern(seed, int(sizes.sum()))
+    a.register_mem(src)
+    loffs = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.uint64)
+    descs = np.stack([src.ctypes.data + loffs, target.ctypes.data + toffs, sizes], axis=1)
+    ref = np.zeros(span, dtype=np.uint8)
+    for lo, to, ln in zip(loffs.tolist(), toffs.tolist(), sizes.tolist()):
+        ref[to:to + ln] = src[lo:lo + ln]
+    return target, src, loffs, toffs, descs, ref
+
+
 def check_vectored(mode, before, after, n):
     """The stats show which path moved the n blocks."""
     moved = after["vectored_ops"] - before["vectored_ops"]
@@ -108,16 +125,8 @@ def test_scattered_write_then_read(pair, mode, mix, n):
     a, b = pair
     rng = np.random.default_rng(len(mix) * 7 + n)
     sizes = SIZE_MIXES[mix](rng, n).astype(np.uint64)
-    toffs, span = scattered(rng, sizes, 512)
-    target = np.zeros(span, dtype=np.uint8)
-    b.register_mem(target)
-    src = pattern(n, int(sizes.sum()))
-    a.register_mem(src)
-    loffs = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.uint64)
-    descs = np.stack([src.ctypes.data + loffs, target.ctypes.data + toffs, sizes], axis=1)
-    ref = np.zeros(span, dtype=np.uint8)
-    for lo, to, ln in zip(loffs.tolist(), toffs.tolist(), sizes.tolist()):
-        ref[to:to + ln] = src[lo:lo + ln]
+    target, src, loffs, toffs, descs, ref = scattered_write(a, b, rng, sizes, 512, n)
+    span = len(target)
     before = a.stats()
     a.transfer_sync(b.address, WRITE, descs)
     np.testing.assert_array_equal(target, ref)
@@ -144,16 +153,7 @@ def test_large_blocks_are_shared_out(pair, mode):
     MiB = 1 << 20
     sizes = np.array([5 * MiB + 3, 100, 2 * MiB, 7 * MiB - 1], dtype=np.uint64)
     rng = np.random.default_rng(11)
-    toffs, span = scattered(rng, sizes, 4096)
-    target = np.zeros(span, dtype=np.uint8)
-    b.register_mem(target)
-    src = pattern(5, int(sizes.sum()))
-    a.register_mem(src)
-    loffs = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.uint64)
-    descs = np.stack([src.ctypes.data + loffs, target.ctypes.data + toffs, sizes], axis=1)
-    ref = np.zeros(span, dtype=np.uint8)
-    for lo, to, ln in zip(loffs.tolist(), toffs.tolist(), sizes.tolist()):
-        ref[to:to + ln] = src[lo:lo + ln]
+    target, src, loffs, _, descs, ref = scattered_write(a, b, rng, sizes, 4096, 5)
     before = a.stats()
     a.transfer_sync(b.address, WRITE, descs)
     np.testing.assert_array_equal(target, ref)

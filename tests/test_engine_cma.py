@@ -145,10 +145,12 @@ def test_scattered_write_then_read(pair, mode, mix, n):
     check_vectored(mode, before, a.stats(), n)
 
 
-def test_large_blocks_are_shared_out(pair, mode):
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_large_blocks_are_shared_out(pair, mode, threads, monkeypatch):
     """Blocks of several MiB are cut into 1 MiB pieces that the engine's
     threads share out (and that the fallback resumes from the exact byte):
     the bytes land as they would with one call per block."""
+    monkeypatch.setenv("HIXL_RMA_CMA_THREADS", threads)  # read at each large transfer
     a, b = pair
     MiB = 1 << 20
     sizes = np.array([5 * MiB + 3, 100, 2 * MiB, 7 * MiB - 1], dtype=np.uint64)
@@ -160,6 +162,9 @@ def test_large_blocks_are_shared_out(pair, mode):
     after = a.stats()
     if mode == "on" and VECTORED:
         assert after["vectored_ops"] - before["vectored_ops"] == len(sizes), (before, after)
+        # one system call per thread: the pieces were shared out
+        calls = after["vectored_calls"] - before["vectored_calls"]
+        assert calls == min(int(threads), len(os.sched_getaffinity(0))), (before, after)
     back = np.zeros_like(src)
     a.register_mem(back)
     descs[:, 0] = back.ctypes.data + loffs

@@ -99,8 +99,14 @@ struct CmaShare {
   uint64_t calls = 0;
 };
 
-/** @brief Threads that move one large batch (HIXL_RMA_CMA_THREADS, default 2, at most the cores). */
+/** @brief Threads that move one large batch (HIXL_RMA_CMA_THREADS, default 1, at most the cores). */
 size_t CmaThreads();
+
+/** @brief The cores in this process's affinity mask. */
+size_t AllowedCores();
+
+/** @brief Threads to move a batch of `bytes` with: 1 below 4 MiB, else CmaThreads(). */
+size_t ThreadsFor(size_t bytes);
 
 /** @brief Cut blocks into up to `threads` shares of about equal bytes, each large enough to be worth a thread. */
 std::vector<CmaShare> SplitShares(const std::vector<iovec> &local, size_t threads);

@@ -1,6 +1,8 @@
 // Copies through mapped peer memory, shared out between threads when large.
 #include "copy.h"
 
+#include "cma.h"
+
 #include <system_error>
 #include <thread>
 
@@ -18,8 +20,8 @@ void CopyRange(const CopyPiece *p, size_t n, bool write, bool stream) {
 
 }  // namespace
 
-void MappedCopies::Run(bool write, bool stream, size_t threads) {
-  threads = std::max<size_t>(1, std::min(threads, bytes_ / kMinShareBytes));
+void MappedCopies::Run(bool write, bool stream) {
+  size_t threads = std::max<size_t>(1, std::min(ThreadsFor(bytes_), bytes_ / kMinShareBytes));
   std::vector<std::thread> helpers;
   size_t lo = 0, acc = 0;
   for (size_t j = 0; j < pieces_.size() && helpers.size() + 1 < threads; ++j) {

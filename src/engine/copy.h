@@ -103,7 +103,7 @@ class MappedCopies {
    *        page walks, not by the memory bus). The copies are done (and
    *        streamed stores fenced) when this returns.
    */
-  void Run(bool write, bool stream, size_t threads);
+  void Run(bool write, bool stream);
 
  private:
   std::vector<CopyPiece> pieces_;

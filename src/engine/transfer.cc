@@ -153,7 +153,9 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
   // shared table lock held by the caller keeps them registered throughout.
   // With more than one thread, large blocks are cut into pieces so that one
   // large block (a 16 MiB Put) is shared out too.
-  const size_t threads = engine::CmaThreads();
+  size_t bytes = 0;
+  for (size_t b : blocks) bytes += descs[b].len;
+  const size_t threads = engine::ThreadsFor(bytes);
   std::vector<iovec> local, remote;
   std::vector<engine::CmaPiece> pieces;
   local.reserve(blocks.size());
@@ -259,7 +261,7 @@ Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tran
     st = PostUcx(peer, op, d, *r, i);
     if (st != SUCCESS) return st;
   }
-  if (!mapped.empty()) mapped.Run(op == WRITE, stream, engine::CmaThreads());
+  if (!mapped.empty()) mapped.Run(op == WRITE, stream);
   if (!by_cma.empty()) {
     st = PostVectored(peer, op, descs, where, by_cma, posted);
     if (st != SUCCESS) return st;

@@ -102,11 +102,13 @@ def test_out_of_bounds_batch_moves_nothing(comm, rank, right, flavor):
     np.testing.assert_array_equal(after, before)
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("flavor", ["create", "allocate"])
-def test_large_put_and_get_shared_out(comm, rank, left, right, flavor):
+def test_large_put_and_get_shared_out(comm, rank, left, right, flavor, threads, monkeypatch):
     """One Put / Get of several MiB at an odd displacement: the engine cuts it
     into pieces that its threads copy (mapped memory) or move (cma) side by
     side; every byte lands where it should and nothing around it moves."""
+    monkeypatch.setenv("HIXL_RMA_CMA_THREADS", threads)  # the engine reads it at each large transfer
     nbytes, disp, n = 12 << 20, 4093, (9 << 20) + 7
     mem, win = _window(comm, flavor, nbytes)
     src = np.random.default_rng(rank).integers(0, 256, n, dtype=np.uint8)

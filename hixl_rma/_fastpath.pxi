@@ -39,7 +39,7 @@ cdef class FastWin:
     cdef uint64_t fence_seq
     cdef Py_ssize_t me
     cdef object fence_stalled  # fence_stalled(missing ranks, timed_out): raises
-    cdef public long fence_modes  # the assertions Fence takes here (all but MODE_NOSUCCEED)
+    cdef long fence_modes  # the assertions Fence takes here (all but MODE_NOSUCCEED)
 
     def __cinit__(self, Engine eng, bases, sizes, units, accesses, atomics):
         self.eng = eng
@@ -237,16 +237,17 @@ cdef class FastWin:
     cpdef bint flush(self, object target_rank) except *:
         """Flush in a passive epoch; False leaves it to the Python layer."""
         cdef Py_ssize_t r
-        cdef Status st
-        cdef int32_t tmo
         if self.eng._h == NULL or type(target_rank) is not int:
             return False
         r = <Py_ssize_t>target_rank
         if r < 0 or r >= self.n or not self.ready[r] or not (self.open_all or self.passive[r]):
             return False
-        if not self.dirty[r]:
-            return True
-        tmo = _timeout(None)
+        return not self.dirty[r] or self._flush_dirty(r, _timeout(None))
+
+    cdef bint _flush_dirty(self, Py_ssize_t r, int32_t tmo) except *:
+        """Complete the engine operations posted to r; False when the engine
+        refused (nothing is cleared: the Python layer raises the error)."""
+        cdef Status st
         with nogil:
             st = Flush(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
         if st != 0:
@@ -255,21 +256,18 @@ cdef class FastWin:
         del self.pending[r][:]
         return True
 
-    def set_fence_barrier(self, Py_ssize_t me, words, stalled):
+    def set_fence_barrier(self, Py_ssize_t me, words, stalled, long modes):
         """Fence synchronizes through the mapped counters ``words`` (one
-        address per rank, ``me`` this rank's) instead of an MPI barrier.
-        ``stalled(missing, timed_out)`` is called every 0.1 s of waiting and
-        raises when a missing rank is dead or the timeout has passed."""
+        address per rank, ``me`` this rank's) instead of an MPI barrier, and
+        takes the assertions in ``modes`` in C. ``stalled(missing,
+        timed_out)`` is called every 0.1 s of waiting and raises when a
+        missing rank is dead or the timeout has passed."""
+        self.fence_modes = modes
         self.fence_word.clear()
         for w in words:
             self.fence_word.push_back(<uint64_t *><uintptr_t>w)
         self.me = me
         self.fence_stalled = stalled
-
-    @property
-    def fence_shared(self):
-        """True when Fence's barrier is the mapped counters."""
-        return not self.fence_word.empty()
 
     cpdef bint fence(self, object assertion) except *:
         """Fence inside a run of fence epochs (the common case: the previous
@@ -277,7 +275,6 @@ cdef class FastWin:
         rank's RMA and meet the other ranks. False leaves it to the Python
         layer, which opens and closes fence epochs and raises the errors."""
         cdef Py_ssize_t r
-        cdef Status st
         cdef int32_t tmo
         if (self.eng._h == NULL or not self.fence_open or self.fence_word.empty()
                 or type(assertion) is not int or not 0 <= assertion <= self.fence_modes
@@ -285,13 +282,8 @@ cdef class FastWin:
             return False
         tmo = _timeout(None)
         for r in range(self.n):
-            if self.dirty[r]:
-                with nogil:
-                    st = Flush(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
-                if st != 0:
-                    return False  # the Python layer flushes again and raises
-                self.dirty[r] = 0
-                del self.pending[r][:]
+            if self.dirty[r] and not self._flush_dirty(r, tmo):
+                return False  # the Python layer flushes again and raises
         self.fence_barrier()
         self.fence_used = False
         return True
@@ -434,12 +426,6 @@ cdef inline void _copy(char *remote, char *local, size_t n, bint write) noexcept
         memcpy(remote, local, n)
     else:
         memcpy(local, remote, n)
-
-
-
-
-
-from libc.stdint cimport int64_t
 
 
 cdef inline bint _int64_array(object a, int ndim):

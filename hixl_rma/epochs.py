@@ -129,8 +129,7 @@ class EpochMixin:
             return
         words = self._fence_words()
         if _rt.allreduce_and(comm.comm, words is not None, timeout, comm.world_ranks):
-            self._fast.fence_modes = _FENCE_MODES
-            self._fast.set_fence_barrier(comm.rank, words, self._fence_stalled)
+            self._fast.set_fence_barrier(comm.rank, words, self._fence_stalled, _FENCE_MODES)
             self._fence_mode = "shared"
         else:
             self._fence_mode = "mpi"

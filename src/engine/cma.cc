@@ -187,23 +187,5 @@ size_t ThreadsFor(size_t bytes) {
   return bytes < kWorthSharing ? 1 : CmaThreads();
 }
 
-std::vector<CmaShare> SplitShares(const std::vector<iovec> &local, size_t threads) {
-  constexpr size_t kMinShareBytes = 2U << 20;  // below this a thread costs more than it saves
-  size_t total = 0;
-  for (const auto &v : local) total += v.iov_len;
-  threads = std::max<size_t>(1, std::min(threads, total / kMinShareBytes));
-  std::vector<CmaShare> out;
-  size_t lo = 0, acc = 0;
-  for (size_t j = 0; j < local.size() && out.size() + 1 < threads; ++j) {
-    acc += local[j].iov_len;
-    if (acc * threads >= total * (out.size() + 1)) {
-      out.push_back(CmaShare{lo, j + 1});
-      lo = j + 1;
-    }
-  }
-  if (lo < local.size() || out.empty()) out.push_back(CmaShare{lo, local.size()});
-  return out;
-}
-
 }  // namespace engine
 }  // namespace hixl

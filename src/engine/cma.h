@@ -13,9 +13,13 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <vector>
 
 #include "wire.h"
@@ -109,7 +113,39 @@ size_t AllowedCores();
 size_t ThreadsFor(size_t bytes);
 
 /** @brief Cut blocks into up to `threads` shares of about equal bytes, each large enough to be worth a thread. */
-std::vector<CmaShare> SplitShares(const std::vector<iovec> &local, size_t threads);
+template <typename Item, typename Len>
+std::vector<CmaShare> SplitShares(const std::vector<Item> &items, size_t threads, Len len) {
+  constexpr size_t kMinShareBytes = 2U << 20;  // below this a thread costs more than it saves
+  size_t total = 0;
+  for (const auto &it : items) total += len(it);
+  threads = std::max<size_t>(1, std::min(threads, total / kMinShareBytes));
+  std::vector<CmaShare> out;
+  size_t lo = 0, acc = 0;
+  for (size_t j = 0; j < items.size() && out.size() + 1 < threads; ++j) {
+    acc += len(items[j]);
+    if (acc * threads >= total * (out.size() + 1)) {
+      out.push_back(CmaShare{lo, j + 1});
+      lo = j + 1;
+    }
+  }
+  if (lo < items.size() || out.empty()) out.push_back(CmaShare{lo, items.size()});
+  return out;
+}
+
+/** @brief fn(share) for every share: shares[1..] on threads of their own, shares[0] on the caller's. */
+template <typename Fn>
+void RunShares(std::vector<CmaShare> &shares, Fn fn) {
+  std::vector<std::thread> helpers;
+  for (size_t k = 1; k < shares.size(); ++k) {
+    try {
+      helpers.emplace_back(fn, std::ref(shares[k]));
+    } catch (const std::system_error &) {
+      fn(shares[k]);  // no thread to be had: this one does it
+    }
+  }
+  fn(shares[0]);
+  for (auto &t : helpers) t.join();
+}
 
 }  // namespace engine
 }  // namespace hixl

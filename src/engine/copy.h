@@ -17,6 +17,7 @@
 #define HIXL_STREAM_STORES 1
 #endif
 
+#include "cma.h"
 #include "hixl/hixl_types.h"
 
 namespace hixl {
@@ -89,8 +90,7 @@ class MappedCopies {
  public:
   /** @brief Add a block; large ones are cut so that threads can share them. */
   void Add(char *remote, char *local, size_t len) {
-    constexpr size_t kPiece = 1U << 20;
-    size_t step = len >= 2 * kPiece ? kPiece : len;
+    size_t step = len >= 2 * kCmaPiece ? kCmaPiece : len;
     for (size_t off = 0; off < len; off += step)
       pieces_.push_back({remote + off, local + off, std::min(step, len - off)});
     bytes_ += len;

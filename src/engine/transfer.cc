@@ -7,8 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <system_error>
-#include <thread>
 
 #include "copy.h"
 #include "engine_impl.h"
@@ -171,7 +169,8 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
       pieces.push_back({blocks[j], off});
     }
   }
-  std::vector<engine::CmaShare> shares = engine::SplitShares(local, threads);
+  std::vector<engine::CmaShare> shares =
+      engine::SplitShares(local, threads, [](const iovec &v) { return v.iov_len; });
   const pid_t pid = static_cast<pid_t>(peer->pid);
   const bool short_test = cma_mode_ == engine::CmaMode::SHORT;
   auto move = [&](engine::CmaShare &s) {
@@ -182,16 +181,7 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
   if (!PidStillPeer(*peer)) {
     shares[0].err = ESRCH;
   } else {
-    std::vector<std::thread> helpers;
-    for (size_t k = 1; k < shares.size(); ++k) {
-      try {
-        helpers.emplace_back(move, std::ref(shares[k]));
-      } catch (const std::system_error &) {
-        move(shares[k]);  // no thread to be had: this one does it
-      }
-    }
-    move(shares[0]);
-    for (auto &t : helpers) t.join();
+    engine::RunShares(shares, move);
   }
   for (size_t k = 0; k < shares.size(); ++k) {
     Status st = FinishShare(peer, op, descs, where, pieces, local, shares[k], posted);

@@ -99,6 +99,10 @@ class Typemap:
         """Blocks of ``count`` consecutive elements, the first at ``start``."""
         if self.contiguous:
             return _span(start, count * self.extent)
+        if count == 1:  # already merged: one element adds no adjacency
+            out = self.blocks.copy()
+            out[:, 0] += start
+            return out
         disps = start + np.arange(count, dtype=np.int64) * self.extent
         return merge_adjacent(_replicate(self.blocks, disps))
 

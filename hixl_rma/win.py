@@ -52,6 +52,20 @@ def pair_blocks(oblk, obase, tblk, tbase):
         return np.array([[obase + int(oblk[0, 0]), tbase + int(tblk[0, 0]), int(oblk[0, 1])]], np.uint64)
     if len(oblk) == 0:
         return np.zeros((0, 3), np.uint64)
+    if len(oblk) == 1 or len(tblk) == 1:
+        # One side contiguous (the common datatype Put/Get): the other side's
+        # blocks are the cuts, so no union of both cut lists is needed.
+        many, mbase, one, obase1 = (tblk, tbase, oblk, obase) if len(oblk) == 1 else (oblk, obase, tblk, tbase)
+        if not many[:, 1].all():
+            many = many[many[:, 1] != 0]  # empty blocks make no descriptor (as the cut path)
+        out = np.empty((len(many), 3), np.uint64)
+        col_many, col_one = (1, 0) if len(oblk) == 1 else (0, 1)
+        out[:, col_many] = mbase + many[:, 0]
+        out[0, col_one] = obase1 + int(one[0, 0])
+        np.cumsum(many[:-1, 1], out=out[1:, col_one])
+        out[1:, col_one] += out[0, col_one]
+        out[:, 2] = many[:, 1]
+        return out
     oc = np.concatenate(([0], np.cumsum(oblk[:, 1])))
     tc = np.concatenate(([0], np.cumsum(tblk[:, 1])))
     cuts = np.union1d(oc, tc)

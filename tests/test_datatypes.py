@@ -713,3 +713,29 @@ def test_empty_origin_target():
     origin = as_buffer(np.zeros(0), writable=False)
     start, blocks, _, size = target_blocks(4, origin, 8)
     assert start == 32 and blocks.shape == (0, 2) and size == 0
+
+
+# -- origin and target blocks paired into engine descriptors -------------------
+
+def _byte_pairs(descs):
+    """(origin address, target address) of every byte the descriptors move."""
+    return [(lo + k, ro + k) for lo, ro, ln in descs.astype(np.int64).tolist() for k in range(ln)]
+
+
+def _stream(blocks, base):
+    return [base + off + k for off, ln in blocks.tolist() for k in range(ln)]
+
+
+@pytest.mark.parametrize("oblocks,tblocks", [
+    ([[0, 12]], [[0, 4], [8, 4], [20, 4]]),            # contiguous origin, scattered target
+    ([[3, 2], [9, 6], [30, 4]], [[100, 12]]),         # scattered origin, contiguous target
+    ([[0, 12]], [[0, 0], [8, 6], [20, 0], [40, 6]]),  # empty target blocks make no descriptor
+    ([[0, 5], [10, 7]], [[0, 3], [6, 9]]),            # both scattered: cut where either ends
+])
+def test_pair_blocks_moves_byte_i_to_byte_i(oblocks, tblocks):
+    from hixl_rma.win import pair_blocks
+    ob, tb = np.array(oblocks, np.int64), np.array(tblocks, np.int64)
+    descs = pair_blocks(ob, 1000, tb, 50_000)
+    assert descs.dtype == np.uint64 and descs.shape[1] == 3
+    assert (descs[:, 2] > 0).all()
+    assert _byte_pairs(descs) == list(zip(_stream(ob, 1000), _stream(tb, 50_000)))

@@ -14,6 +14,7 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -87,7 +88,7 @@ size_t VectoredMove(pid_t pid, bool write, const iovec *local, const iovec *remo
                     int &err, uint64_t &calls);
 
 /** @brief Blocks of at least twice this size are cut into pieces of it, to share them out between threads. */
-constexpr size_t kCmaPiece = 1U << 20;
+constexpr size_t kCmaPiece = 512U << 10;
 
 /** @brief Where one iovec of a vectored batch comes from: descriptor desc, from byte off. */
 struct CmaPiece {
@@ -95,7 +96,7 @@ struct CmaPiece {
   size_t off;
 };
 
-/** @brief One thread's consecutive share [lo, hi) of a vectored batch, and how far it got. */
+/** @brief A run [lo, hi) of consecutive items of a batch that one thread moves, and how far it got. */
 struct CmaShare {
   size_t lo, hi;
   size_t moved = 0;
@@ -103,47 +104,74 @@ struct CmaShare {
   uint64_t calls = 0;
 };
 
-/** @brief Threads that move one large batch (HIXL_RMA_CMA_THREADS, default 1, at most the cores). */
-size_t CmaThreads();
+/** @brief Threads that move one large batch (HIXL_RMA_CMA_THREADS, default 2, at most the cores);
+ *         *asked: whether the user set the number. */
+size_t CmaThreads(bool *asked = nullptr);
 
 /** @brief The cores in this process's affinity mask. */
 size_t AllowedCores();
 
-/** @brief Threads to move a batch of `bytes` with: 1 below 4 MiB, else CmaThreads(). */
+/** @brief Cores of this machine idle right now (by /proc/loadavg's runnable count), 0 if unknown. */
+size_t IdleCores();
+
+/** @brief Threads to move a batch of `bytes` with: 1 below 4 MiB, else CmaThreads(): by default only as far as cores are idle. */
 size_t ThreadsFor(size_t bytes);
 
-/** @brief Cut blocks into up to `threads` shares of about equal bytes, each large enough to be worth a thread. */
+/** @brief Lower the calling thread to SCHED_IDLE: it runs only on a core nobody else wants. */
+void YieldToOthers();
+
+/**
+ * @brief Cut a batch into shares for `threads` threads: the whole batch for
+ *        one; else runs of about kCmaPiece bytes, claimed one at a time, so
+ *        that a thread that gets no core leaves its part to the others.
+ *        `threads` is cut down first so that each has a few MiB to move.
+ */
 template <typename Item, typename Len>
-std::vector<CmaShare> SplitShares(const std::vector<Item> &items, size_t threads, Len len) {
-  constexpr size_t kMinShareBytes = 2U << 20;  // below this a thread costs more than it saves
+std::vector<CmaShare> SplitShares(const std::vector<Item> &items, size_t &threads, Len len) {
+  constexpr size_t kMinThreadBytes = 2U << 20;  // below this a thread costs more than it saves
   size_t total = 0;
   for (const auto &it : items) total += len(it);
-  threads = std::max<size_t>(1, std::min(threads, total / kMinShareBytes));
+  threads = std::max<size_t>(1, std::min(threads, total / kMinThreadBytes));
+  if (threads == 1) return {CmaShare{0, items.size()}};
   std::vector<CmaShare> out;
   size_t lo = 0, acc = 0;
-  for (size_t j = 0; j < items.size() && out.size() + 1 < threads; ++j) {
+  for (size_t j = 0; j < items.size(); ++j) {
     acc += len(items[j]);
-    if (acc * threads >= total * (out.size() + 1)) {
+    if (acc >= kCmaPiece) {
       out.push_back(CmaShare{lo, j + 1});
       lo = j + 1;
+      acc = 0;
     }
   }
   if (lo < items.size() || out.empty()) out.push_back(CmaShare{lo, items.size()});
   return out;
 }
 
-/** @brief fn(share) for every share: shares[1..] on threads of their own, shares[0] on the caller's. */
+/**
+ * @brief fn(share) for every share, on the caller's thread and threads-1
+ *        helpers. Helpers run at idle priority: on a core where the target
+ *        (or anyone) computes they barely run, and the caller, claiming
+ *        shares as it goes, does their part; when the caller waits for a
+ *        helper's last share, its own core is free for that helper.
+ */
 template <typename Fn>
-void RunShares(std::vector<CmaShare> &shares, Fn fn) {
+void RunShares(std::vector<CmaShare> &shares, size_t threads, Fn fn) {
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < shares.size();) fn(shares[k]);
+  };
   std::vector<std::thread> helpers;
-  for (size_t k = 1; k < shares.size(); ++k) {
+  for (size_t t = 1; t < threads && t < shares.size(); ++t) {
     try {
-      helpers.emplace_back(fn, std::ref(shares[k]));
+      helpers.emplace_back([&] {
+        YieldToOthers();
+        work();
+      });
     } catch (const std::system_error &) {
-      fn(shares[k]);  // no thread to be had: this one does it
+      break;  // no thread to be had: the others do its part
     }
   }
-  fn(shares[0]);
+  work();
   for (auto &t : helpers) t.join();
 }
 

@@ -16,9 +16,9 @@ void CopyRange(const CopyPiece *p, size_t n, bool write, bool stream) {
 }  // namespace
 
 void MappedCopies::Run(bool write, bool stream) {
-  std::vector<CmaShare> shares =
-      SplitShares(pieces_, ThreadsFor(bytes_), [](const CopyPiece &p) { return p.len; });
-  RunShares(shares, [&](CmaShare &s) { CopyRange(pieces_.data() + s.lo, s.hi - s.lo, write, stream); });
+  size_t threads = ThreadsFor(bytes_);
+  std::vector<CmaShare> shares = SplitShares(pieces_, threads, [](const CopyPiece &p) { return p.len; });
+  RunShares(shares, threads, [&](CmaShare &s) { CopyRange(pieces_.data() + s.lo, s.hi - s.lo, write, stream); });
 }
 
 }  // namespace engine

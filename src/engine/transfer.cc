@@ -153,7 +153,7 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
   // large block (a 16 MiB Put) is shared out too.
   size_t bytes = 0;
   for (size_t b : blocks) bytes += descs[b].len;
-  const size_t threads = engine::ThreadsFor(bytes);
+  size_t threads = engine::ThreadsFor(bytes);
   std::vector<iovec> local, remote;
   std::vector<engine::CmaPiece> pieces;
   local.reserve(blocks.size());
@@ -181,7 +181,7 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
   if (!PidStillPeer(*peer)) {
     shares[0].err = ESRCH;
   } else {
-    engine::RunShares(shares, move);
+    engine::RunShares(shares, threads, move);
   }
   for (size_t k = 0; k < shares.size(); ++k) {
     Status st = FinishShare(peer, op, descs, where, pieces, local, shares[k], posted);

@@ -189,6 +189,15 @@ void YieldToOthers() {
   (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &p);  // failing, it just competes as usual
 }
 
+void BringHere(std::vector<std::thread> &threads) {
+  int cpu = sched_getcpu();
+  if (cpu < 0) return;
+  cpu_set_t here;
+  CPU_ZERO(&here);
+  CPU_SET(cpu, &here);
+  for (auto &t : threads) (void)pthread_setaffinity_np(t.native_handle(), sizeof(here), &here);
+}
+
 size_t IdleCores() {
   // /proc/loadavg's fourth field is "runnable/total" tasks right now (this
   // thread among them); procfs missing or odd: no core is known to be idle.
@@ -210,10 +219,9 @@ size_t ThreadsFor(size_t bytes) {
   if (bytes < kWorthSharing) return 1;
   bool asked = false;
   size_t threads = CmaThreads(&asked);
-  // An idle-priority helper on a core that stays busy would stall the whole
-  // transfer on the share it holds (a 16 MiB Put: 1.8 -> 17 ms with two
-  // busy-looping processes on this 2-core machine): by default, helpers only
-  // where a core is idle; a number the user set is taken as it is.
+  // With no core idle a helper has nothing to give: it would start, wait for
+  // a core and be moved to the caller's at the end (BringHere). By default,
+  // helpers only where a core is idle; a number the user set is taken as is.
   return threads > 1 && !asked ? std::min(threads, 1 + IdleCores()) : threads;
 }
 

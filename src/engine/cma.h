@@ -147,16 +147,22 @@ std::vector<CmaShare> SplitShares(const std::vector<Item> &items, size_t &thread
   return out;
 }
 
+/** @brief Move threads still running onto the caller's core, which is about to wait for them. */
+void BringHere(std::vector<std::thread> &threads);
+
 /**
  * @brief fn(share) for every share, on the caller's thread and threads-1
  *        helpers. Helpers run at idle priority: on a core where the target
  *        (or anyone) computes they barely run, and the caller, claiming
- *        shares as it goes, does their part; when the caller waits for a
- *        helper's last share, its own core is free for that helper.
+ *        shares as it goes, does their part. When the caller has nothing
+ *        left to claim, a helper still busy is moved onto the caller's core,
+ *        which the caller leaves free while it waits (the scheduler would not
+ *        move a thread that just ran: the wait could last as long as the
+ *        computation on the other core).
  */
 template <typename Fn>
 void RunShares(std::vector<CmaShare> &shares, size_t threads, Fn fn) {
-  std::atomic<size_t> next{0};
+  std::atomic<size_t> next{0}, done{0};
   auto work = [&] {
     for (size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < shares.size();) fn(shares[k]);
   };
@@ -166,12 +172,14 @@ void RunShares(std::vector<CmaShare> &shares, size_t threads, Fn fn) {
       helpers.emplace_back([&] {
         YieldToOthers();
         work();
+        done.fetch_add(1, std::memory_order_release);
       });
     } catch (const std::system_error &) {
       break;  // no thread to be had: the others do its part
     }
   }
   work();
+  if (done.load(std::memory_order_acquire) < helpers.size()) BringHere(helpers);
   for (auto &t : helpers) t.join();
 }
 

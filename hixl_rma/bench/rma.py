@@ -85,6 +85,7 @@ HELP = "hixl_rma.Win vs mpi4py MPI.Win vs raw UCX (mpiexec -n 2)"
 WORKLOAD_IDS = ("W1", "W2", "W3", "W4", "W5", "W6")
 SIZES = (8, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 MAX_SIZE = max(SIZES)
+RANK0_ONLY_TIMEOUT_MS = 300_000  # above ucx_perftest's start + run limits (ucx_perftest.py)
 W3_BLOCK, W3_BLOCKS = 4 << 10, 4096
 W3_WINDOW = 2 * W3_BLOCK * W3_BLOCKS  # 32 MiB: the blocks land in every other 4 KiB block
 W5_CHUNK = 1 << 20
@@ -272,9 +273,11 @@ class _Bench:
         self.hixl.runtime.barrier(self.comm, self.timeout_ms)
 
     def rank0_only(self, fn):
-        """fn() on rank 0 while rank 1 sleeps in hixl's barrier; fn's result on rank 0."""
+        """fn() on rank 0 while rank 1 sleeps in hixl's barrier; fn's result on rank 0.
+        Rank 1 waits as long as rank 0's ucx_perftest may run (its own limits
+        end it), so that a stuck perftest costs its figure, not the run."""
         out = fn() if self.rank == 0 else None
-        self.hixl_barrier()
+        self.hixl.runtime.barrier(self.comm, max(self.timeout_ms, RANK0_ONLY_TIMEOUT_MS))
         return out
 
     # -- measurement

@@ -542,10 +542,21 @@ void HixlImpl::ProgressLoop() {
   // of it (its core shared with the rank's main thread, as under binding)
   // still polls a while once it runs again instead of finding the window
   // spent and going to sleep just before the next request.
-  const auto poll_window = std::chrono::microseconds(PollWindowUs());
-  const unsigned min_idle_polls = 4 * static_cast<unsigned>(PollWindowUs());
-  auto last_work = Clock::now() - poll_window;
-  unsigned idle_polls = min_idle_polls;
+  //
+  // A burst whose requests come a little further apart than the window (a
+  // remote atomic every ~70 us: each one waits for this thread to wake on a
+  // VM, which is what spaces them) would find the thread asleep every time,
+  // and stay that slow. So when work comes soon after the thread went to
+  // sleep, the window stretches to twice that spacing (at most kMaxWindow):
+  // the next request then finds it polling, and the burst speeds up again.
+  // Work after a longer sleep resets the window.
+  using std::chrono::microseconds;
+  constexpr microseconds kMaxWindow{500};
+  const microseconds base_window{PollWindowUs()};
+  microseconds window = base_window;
+  auto last_work = Clock::now() - window;
+  unsigned idle_polls = 4 * static_cast<unsigned>(window.count());
+  bool woke = false;
   while (running_) {
     if (waiting_.load(std::memory_order_seq_cst) > 0) {
       ParkWhileCallersWait(evs);
@@ -555,15 +566,21 @@ void HixlImpl::ProgressLoop() {
     while (ucp_worker_progress(w) != 0) ++done;
     auto now = Clock::now();
     if (done != 0 && waiting_.load(std::memory_order_relaxed) == 0) {
+      if (woke) {
+        auto spacing = std::chrono::duration_cast<microseconds>(now - last_work);
+        window = spacing < kMaxWindow ? std::min(kMaxWindow, std::max(base_window, 2 * spacing)) : base_window;
+      }
       last_work = now;
       idle_polls = 0;
     }
-    if (now - last_work < poll_window || idle_polls < min_idle_polls) {
+    woke = false;
+    if (now - last_work < window || idle_polls < 4 * static_cast<unsigned>(window.count())) {
       ++idle_polls;
       continue;
     }
     if (ucp_worker_arm(w) == UCS_ERR_BUSY) continue;
     int n = epoll_wait(epoll_fd_, evs, 64, 100);
+    woke = true;
     for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64);
     RunPendingCloses();
     // Strangers that never finish a handshake are dropped.

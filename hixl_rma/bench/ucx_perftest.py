@@ -128,6 +128,17 @@ def parse_final(output: str) -> dict:
     raise PerftestError("no 'Final:' line in ucx_perftest output:\n" + output[-2000:])
 
 
+def _unbind(p: subprocess.Popen) -> None:
+    """Let a ucx_perftest process run on every core of the machine: it
+    inherits the launching rank's binding (Open MPI binds each rank to one
+    core), and a ping-pong of two pollers on one core costs a time slice per
+    round trip, so that ``ucp_put_lat`` ran past its limit."""
+    try:
+        os.sched_setaffinity(p.pid, range(os.cpu_count() or 1))
+    except (AttributeError, OSError, ValueError):
+        pass  # no affinity call here, or the process is gone: it runs as launched
+
+
 def _stop(p: subprocess.Popen) -> str:
     if p.poll() is None:
         p.kill()
@@ -148,6 +159,7 @@ def run(exe: str, test: str, size: int, iters: int, warmup: int = 10, extra: Seq
         port = free_port()
         server = subprocess.Popen([exe, "-p", str(port), *extra], env=environ, stdin=subprocess.DEVNULL,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        _unbind(server)
         try:
             deadline = time.monotonic() + start_timeout
             while True:
@@ -166,13 +178,16 @@ def run(exe: str, test: str, size: int, iters: int, warmup: int = 10, extra: Seq
             if server.poll() is not None:  # e.g. the port was taken meanwhile: try another
                 last_error = f"ucx_perftest server exited with {server.returncode}:\n{_stop(server)}"
                 continue
+            client = subprocess.Popen([exe, "127.0.0.1", "-p", str(port), *args], env=environ,
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True)
+            _unbind(client)
             try:
-                client = subprocess.run([exe, "127.0.0.1", "-p", str(port), *args], env=environ,
-                                        stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                        timeout=timeout)
+                stdout, stderr = client.communicate(timeout=timeout)
             except subprocess.TimeoutExpired as exc:
+                _stop(client)
                 raise PerftestError(f"ucx_perftest {' '.join(args)} ran past {timeout:.0f} s") from exc
-            out = client.stdout + client.stderr
+            out = stdout + stderr
             if client.returncode == 0:
                 try:
                     server.wait(timeout=10)

@@ -183,6 +183,14 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
   } else {
     engine::RunShares(shares, threads, move);
   }
+  // The pid no longer names a process: the peer is gone. Its share would
+  // only queue UCX operations to a dead endpoint (and UCX asserts when such
+  // an endpoint is closed with operations still pending in it).
+  if (std::any_of(shares.begin(), shares.end(), [](const engine::CmaShare &s) { return s.err == ESRCH; })) {
+    for (const auto &s : shares) vectored_calls_ += s.calls;
+    peer->cma = false;
+    return Fail(ext::PEER_FAILURE, "transfer to " + peer->name + ": its process is gone (no such pid)");
+  }
   for (size_t k = 0; k < shares.size(); ++k) {
     Status st = FinishShare(peer, op, descs, where, pieces, local, shares[k], posted);
     if (st != SUCCESS) return st;
@@ -195,9 +203,9 @@ Status HixlImpl::FinishShare(const PeerPtr &peer, TransferOp op, const std::vect
                              const std::vector<engine::CmaPiece> &pieces, const std::vector<iovec> &local,
                              const engine::CmaShare &s, bool &posted) {
   vectored_calls_ += s.calls;
-  // Not permitted (ptrace policy), or the peer is gone: UCX from now on; it
+  // Not permitted (ptrace policy, no such system call): UCX from now on; it
   // reports a dead peer as PEER_FAILURE at the flush, as it always did.
-  if (s.err == EPERM || s.err == EACCES || s.err == ESRCH || s.err == ENOSYS) peer->cma = false;
+  if (s.err == EPERM || s.err == EACCES || s.err == ENOSYS) peer->cma = false;
   // The kernel stopped short: the rest of the share, from the exact byte
   // where it stopped, goes through UCX.
   size_t moved = s.moved, j = s.lo;

@@ -566,9 +566,9 @@ void HixlImpl::ProgressLoop() {
     while (ucp_worker_progress(w) != 0) ++done;
     auto now = Clock::now();
     if (done != 0 && waiting_.load(std::memory_order_relaxed) == 0) {
-      if (woke) {
+      if (woke && base_window.count() > 0) {  // HIXL_RMA_POLL_US=0: never poll
         auto spacing = std::chrono::duration_cast<microseconds>(now - last_work);
-        window = spacing < kMaxWindow ? std::min(kMaxWindow, std::max(base_window, 2 * spacing)) : base_window;
+        window = spacing < kMaxWindow ? std::max(base_window, std::min(kMaxWindow, 2 * spacing)) : base_window;
       }
       last_work = now;
       idle_polls = 0;

@@ -90,6 +90,9 @@ size_t VectoredMove(pid_t pid, bool write, const iovec *local, const iovec *remo
 /** @brief Blocks of at least twice this size are cut into pieces of it, to share them out between threads. */
 constexpr size_t kCmaPiece = 512U << 10;
 
+/** @brief The size of the pieces a block of `len` bytes is cut into for sharing (itself when small). */
+inline size_t PieceLen(size_t len) { return len >= 2 * kCmaPiece ? kCmaPiece : len; }
+
 /** @brief Where one iovec of a vectored batch comes from: descriptor desc, from byte off. */
 struct CmaPiece {
   size_t desc;

@@ -78,7 +78,7 @@ inline void CopyDone() {
 #endif
 }
 
-/** @brief One block (or 1 MiB piece of one) to copy through a mapping. */
+/** @brief One block (or a kCmaPiece piece of one) to copy through a mapping. */
 struct CopyPiece {
   char *remote;
   char *local;
@@ -90,7 +90,7 @@ class MappedCopies {
  public:
   /** @brief Add a block; large ones are cut so that threads can share them. */
   void Add(char *remote, char *local, size_t len) {
-    size_t step = len >= 2 * kCmaPiece ? kCmaPiece : len;
+    size_t step = PieceLen(len);
     for (size_t off = 0; off < len; off += step)
       pieces_.push_back({remote + off, local + off, std::min(step, len - off)});
     bytes_ += len;

@@ -161,7 +161,7 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
   pieces.reserve(blocks.size());
   for (size_t j = 0; j < blocks.size(); ++j) {
     const auto &d = descs[blocks[j]];
-    size_t step = threads > 1 && d.len >= 2 * engine::kCmaPiece ? engine::kCmaPiece : d.len;
+    size_t step = threads > 1 ? engine::PieceLen(d.len) : d.len;
     for (size_t off = 0; off < d.len; off += step) {
       size_t n = std::min(step, d.len - off);
       local.push_back({reinterpret_cast<void *>(d.local_addr + off), n});

@@ -18,7 +18,8 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-from .errors import BoundsError, DatatypeError, ParamError
+from .device import is_device, is_device_pointer, with_cai
+from .errors import BoundsError, DatatypeError, ParamError, also
 
 __all__ = [
     "Buffer",
@@ -399,58 +400,127 @@ def _is_int(x):
     return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
-def _is_bufferlike(x):
-    if isinstance(x, np.ndarray) or hasattr(x, "__cuda_array_interface__"):
-        return True
-    try:
-        memoryview(x)
-    except TypeError:
-        return False
-    return True
-
-
 def _split_spec(spec, name):
-    """``(buf, count, datatype)`` of an mpi4py message spec."""
+    """``(buf, count, displ, datatype)`` of an mpi4py message spec, by
+    mpi4py's rules: ``buf``, ``[buf, datatype]``, ``[buf, count]``,
+    ``[buf, (count, displ)]``, ``[buf, count, datatype]``, ``[buf, (count,
+    displ), datatype]`` or ``[buf, count, displ, datatype]`` (lists or
+    tuples); ``displ`` counts datatype extents from the buffer start."""
     if not isinstance(spec, (list, tuple)):
-        return spec, None, None
-    if 2 <= len(spec) <= 3 and _is_bufferlike(spec[0]):
-        if len(spec) == 3:
-            return spec
-        second = spec[1]
+        return spec, None, None, None
+    n = len(spec)
+    if n == 2:
+        buf, second = spec
         if second is None or _is_int(second):
-            return spec[0], second, None
-        return spec[0], None, second
-    raise ParamError(
-        f"{name} must be a buffer or [buffer, datatype] / [buffer, count, datatype], "
-        f"not a {type(spec).__name__} of {len(spec)} items"
-    )
+            return buf, second, None, None
+        if isinstance(second, (list, tuple)):
+            return (buf, *_count_displ(second, name), None)
+        return buf, None, None, second
+    if n == 3:
+        buf, count, datatype = spec
+        if isinstance(count, (list, tuple)):
+            return (buf, *_count_displ(count, name), datatype)
+        return buf, count, None, datatype
+    if n == 4:
+        return tuple(spec)
+    raise also(ParamError, ValueError)(
+        f"{name} must be a buffer or [buffer, datatype] / [buffer, count, datatype] / "
+        f"[buffer, (count, displ), datatype] / [buffer, count, displ, datatype] (2 to 4 items), "
+        f"not a {type(spec).__name__} of {n} items")
+
+
+def _count_displ(pair, name):
+    if len(pair) != 2:
+        raise also(ParamError, ValueError)(f"{name}: (count, displ) must have 2 items, not {len(pair)}")
+    return pair[0], pair[1]
 
 
 def _check_count(count, what):
     if not _is_int(count):
-        raise ParamError(f"{what} must be an integer, not {type(count).__name__}")
+        raise also(ParamError, TypeError)(f"{what} must be an integer, not {type(count).__name__}",
+                                          error_class=MPI.ERR_COUNT)
     count = int(count)
     if count < 0:
         raise BoundsError(f"{what} {count} is negative")
     return count
 
 
+def _array_at(address, shape, strides, typestr, readonly, owner):
+    """A numpy array over host memory described by an array interface; it
+    keeps ``owner`` alive."""
+
+    class _Interface:
+        __slots__ = ("__array_interface__", "owner")
+
+    iface = _Interface()
+    iface.owner = owner
+    iface.__array_interface__ = {"version": 3, "data": (address, bool(readonly)), "shape": tuple(shape),
+                                 "strides": None if strides is None else tuple(strides),
+                                 "typestr": typestr}
+    return np.asarray(iface)
+
+
+_DLPACK_KINDS = {0: "i", 1: "u", 2: "f", 5: "c", 6: "b"}  # DLDataTypeCode -> numpy kind
+_DLPACK_HOST = (1, 3)  # kDLCPU, kDLCUDAHost
+
+
+def _dlpack_array(buf):
+    """A numpy view of a DLPack tensor in host memory (None on a device).
+
+    mpi4py exports it (``MPI.buffer``: contiguous tensors, the producer's
+    read-only flag); the element type is read from the capsule. numpy's own
+    ``from_dlpack`` is not used: it marks arrays of unversioned capsules
+    read-only and consumes the capsule by its own rules."""
+    from ._engine import dlpack_dtype
+    try:
+        capsule = buf.__dlpack__()
+    except TypeError:
+        capsule = buf.__dlpack__(stream=None)
+    device, code, bits, lanes = dlpack_dtype(capsule)
+    del capsule  # unconsumed: the producer's deleter runs
+    if device not in _DLPACK_HOST:
+        return None
+    try:
+        mem = MPI.buffer(buf)
+    except (BufferError, TypeError, ValueError) as exc:
+        raise also(ParamError, BufferError)(f"DLPack tensor {type(buf).__name__}: {exc}") from None
+    kind = _DLPACK_KINDS.get(code)
+    if kind is None or lanes != 1 or bits % 8 or not bits or mem.nbytes % (bits // 8):
+        typestr, n = "|u1", mem.nbytes  # no numpy element type: raw bytes
+    else:
+        typestr, n = (f"|b1" if kind == "b" else f"={kind}{bits // 8}"), mem.nbytes // (bits // 8)
+    return _array_at(mem.address, (n,), None, typestr, mem.readonly, mem)
+
+
 def _host_array(buf):
-    """A numpy view of a buffer-protocol object, or None if it has none."""
+    """A numpy view of a host buffer: buffer-protocol objects, DLPack tensors
+    on the CPU and ``__cuda_array_interface__`` objects whose memory is host
+    memory (the pointer decides, not the interface). None when ``buf`` is
+    none of them, or is device memory."""
     try:
         mv = memoryview(buf)
     except TypeError:
-        return None
-    try:
-        return np.asarray(mv)
-    except (TypeError, ValueError, NotImplementedError):
-        # A format numpy cannot parse: move it as raw bytes.
-        if not mv.c_contiguous:
-            raise ParamError(
-                f"{type(buf).__name__} buffer of format {mv.format!r} is neither "
-                "understood by numpy nor contiguous"
-            ) from None
-        return np.asarray(mv.cast("B"))
+        mv = None
+    if mv is not None:
+        try:
+            return np.asarray(mv)
+        except (TypeError, ValueError, NotImplementedError):
+            # A format numpy cannot parse: move it as raw bytes.
+            if not (mv.c_contiguous or mv.f_contiguous):
+                raise ParamError(
+                    f"{type(buf).__name__} buffer of format {mv.format!r} is neither "
+                    "understood by numpy nor contiguous"
+                ) from None
+            return np.asarray(mv.cast("B"))
+    cai = getattr(buf, "__cuda_array_interface__", None)
+    if cai is not None:
+        address, readonly = cai["data"]
+        if is_device_pointer(address):
+            return None
+        return _array_at(address, cai["shape"], cai.get("strides"), cai["typestr"], readonly, buf)
+    if hasattr(buf, "__dlpack__"):
+        return _dlpack_array(buf)
+    return None
 
 
 def _device_span(buf, name):
@@ -472,13 +542,16 @@ def _device_span(buf, name):
 
 
 def _array_layout(arr):
-    """``(address, nbytes, blocks)`` of a numpy array, blocks in logical C order.
+    """``(address, nbytes, blocks)`` of a numpy array.
 
-    ``address`` is the lowest byte the view touches, so negative strides give
-    non-negative offsets; ``nbytes`` is the span it touches.
+    A contiguous array (C or Fortran order) is its raw memory, one block, as
+    mpi4py moves it; any other view is walked in logical C order, one block
+    per contiguous run. ``address`` is the lowest byte the view touches, so
+    negative strides give non-negative offsets; ``nbytes`` is the span it
+    touches.
     """
     ptr = arr.__array_interface__["data"][0]
-    if arr.flags.c_contiguous:
+    if arr.flags.c_contiguous or arr.flags.f_contiguous:
         return ptr, arr.nbytes, _span(0, arr.nbytes)
     if arr.size == 0:
         return ptr, 0, _EMPTY
@@ -528,36 +601,42 @@ def _too_small(name, nbytes, count, datatype, needs):
 def as_buffer(spec, *, writable, name="origin", allow_device=False):
     """Resolve an origin/result spec to a :class:`Buffer`.
 
-    ``spec`` is a buffer-protocol object (numpy arrays of any strides are
-    described as blocks, never copied), or ``[buf, datatype]``,
-    ``[buf, count]``, ``[buf, count, datatype]`` (lists or tuples).
-    ``writable`` asks for memory the operation may write into.
-    ``allow_device`` accepts ``__cuda_array_interface__`` objects
-    (contiguous only).
+    ``spec`` is a buffer (buffer protocol, DLPack on the CPU, or a
+    ``__cuda_array_interface__`` object; numpy arrays that are neither C-
+    nor Fortran-contiguous are described as blocks, never copied), or an
+    mpi4py message spec (see :func:`_split_spec`); the buffer may be None
+    for an empty message and ``MPI.BOTTOM`` with a datatype of absolute
+    addresses. ``writable`` asks for memory the operation may write into.
+    ``allow_device`` accepts device memory (contiguous only).
     """
     if type(spec) is np.ndarray:
         flags, dt = spec.flags, spec.dtype
         if flags.c_contiguous and dt.names is None and not dt.hasobject:
             # Hot path (a plain contiguous array): one block, no general checks.
             if writable and not flags.writeable:
-                raise ParamError(f"{name} buffer is read-only")
+                raise _read_only(name)
             n = spec.nbytes
             return Buffer(spec, spec.__array_interface__["data"][0], n,
                           not flags.writeable, _span(0, n), dt, n)
-        buf, count, datatype = spec, None, None
+        buf, count, displ, datatype = spec, None, None, None
     else:
-        buf, count, datatype = _split_spec(spec, name)
-    tm = None if datatype is None else typemap(datatype)
+        buf, count, displ, datatype = _split_spec(spec, name)
     if count is not None:
         count = _check_count(count, f"{name} count")
+    if displ is not None:
+        displ = _check_count(displ, f"{name} displacement")
+    if (buf is None and spec is not None) or buf is MPI.BOTTOM:
+        # None only inside a spec, as mpi4py: [None, datatype] is an empty message.
+        return _no_buffer(buf, count, displ, datatype, None if datatype is None else typemap(datatype), name)
 
     arr = buf if isinstance(buf, np.ndarray) else _host_array(buf)
+    if arr is None and allow_device and is_device(buf):
+        buf = with_cai(buf)  # a DLPack-only device tensor: a CuPy view of it
     if arr is None:
         if not hasattr(buf, "__cuda_array_interface__"):
-            raise ParamError(
-                f"{name} must be a buffer (numpy array, bytearray, memoryview, ...), "
-                f"not {type(buf).__name__}"
-            )
+            raise also(ParamError, TypeError)(
+                f"{name} must be a buffer (numpy array, bytearray, memoryview, DLPack, ...), "
+                f"not {type(buf).__name__}", error_class=MPI.ERR_BUFFER)
         if not allow_device:
             raise ParamError(
                 f"{name} is a device array ({type(buf).__name__}); device memory is "
@@ -568,7 +647,8 @@ def as_buffer(spec, *, writable, name="origin", allow_device=False):
         dense = True
     else:
         if arr.dtype.hasobject:
-            raise DatatypeError(f"{name} is an array of Python objects, which cannot be moved")
+            raise also(DatatypeError, TypeError)(
+                f"{name} is an array of Python objects, which cannot be moved")
         # Keep the array: it holds the buffer export, so e.g. a bytearray
         # cannot be resized while the transfer is in flight.
         keep, device = arr, False
@@ -576,11 +656,12 @@ def as_buffer(spec, *, writable, name="origin", allow_device=False):
         elem = arr.dtype
         dense = arr.flags.c_contiguous or arr.flags.f_contiguous
     if writable and readonly:
-        raise ParamError(f"{name} buffer is read-only")
+        raise _read_only(name)
+    tm = None if datatype is None else typemap(datatype)
 
     # A strided numpy array is walked element by element in logical order,
     # which is only meaningful for its own element type.
-    elementwise = not device and (
+    elementwise = not device and not displ and (
         tm is None
         or (
             tm.contiguous
@@ -591,7 +672,7 @@ def as_buffer(spec, *, writable, name="origin", allow_device=False):
     )
     if elementwise:
         address, nbytes, blocks = _array_layout(arr)
-        if writable and not arr.flags.c_contiguous and any(
+        if writable and not dense and any(
             s == 0 and n > 1 for n, s in zip(arr.shape, arr.strides)
         ):
             raise ParamError(
@@ -610,17 +691,23 @@ def as_buffer(spec, *, writable, name="origin", allow_device=False):
 
     if not dense:
         raise DatatypeError(
-            f"{name} is a non-contiguous array of {arr.dtype}; with a datatype it "
-            f"must be contiguous, or the datatype must be its element type, "
+            f"{name} is a non-contiguous array of {arr.dtype}; with a datatype or a "
+            f"displacement it must be contiguous, or the datatype must be its element type, "
             f"not {_describe(datatype)}"
         )
     if not device:
         address, nbytes = arr.__array_interface__["data"][0], arr.nbytes
     unit = tm if tm is not None else typemap(elem)
     described = datatype if datatype is not None else elem
+    if displ:
+        if unit.extent <= 0 or displ * unit.extent > nbytes:
+            raise also(BoundsError, ValueError)(
+                f"{name} displacement {displ} of {_describe(described)} is past the end of the "
+                f"{nbytes}-byte buffer")
+        address, nbytes = address + displ * unit.extent, nbytes - displ * unit.extent
     if count is None:
         if unit.extent <= 0 or nbytes % unit.extent:
-            raise DatatypeError(
+            raise also(DatatypeError, ValueError)(
                 f"cannot infer count: {name} buffer of {nbytes} bytes is not a "
                 f"multiple of the extent {unit.extent} of {_describe(described)}"
             )
@@ -638,6 +725,33 @@ def as_buffer(spec, *, writable, name="origin", allow_device=False):
             raise _too_small(name, nbytes, count, described, hi)
     return Buffer(keep, address, nbytes, readonly, blocks, unit.base, count * unit.size,
                   typemap=tm, type_count=count, device=device)
+
+
+def _read_only(name):
+    return also(ParamError, BufferError)(f"{name} buffer is read-only", error_class=MPI.ERR_BUFFER)
+
+
+def _no_buffer(buf, count, displ, datatype, tm, name):
+    """The Buffer of a spec without memory of its own: None (an empty
+    message, as mpi4py allows) or MPI.BOTTOM (the datatype holds absolute
+    addresses)."""
+    if buf is None:
+        if count:
+            raise also(ParamError, ValueError)(f"{name}: buffer is None but count is {count}")
+        dtype = tm.base if tm is not None else None
+        return Buffer(None, 0, 0, False, _EMPTY, dtype, 0, typemap=tm, type_count=0)
+    if tm is None or count is None:
+        raise also(ParamError, ValueError)(
+            f"{name}: MPI.BOTTOM needs a count and a datatype of absolute addresses, "
+            f"as [MPI.BOTTOM, count, datatype]")
+    if displ:
+        raise also(ParamError, ValueError)(f"{name}: MPI.BOTTOM takes no displacement")
+    blocks = tm.replicate(count)
+    if len(blocks) and int(blocks[:, 0].min()) <= 0:
+        raise BoundsError(f"{name}: {_describe(datatype)} at MPI.BOTTOM reaches address "
+                          f"{int(blocks[:, 0].min())}, which is not memory")
+    hi = int((blocks[:, 0] + blocks[:, 1]).max()) if len(blocks) else 0
+    return Buffer(buf, 0, hi, False, blocks, tm.base, count * tm.size, typemap=tm, type_count=count)
 
 
 # -- targets -------------------------------------------------------------------
@@ -664,12 +778,13 @@ def target_blocks(target, origin, disp_unit):
         if len(target) > 2:
             datatype = target[2]
     else:
-        raise ParamError(
+        raise also(ParamError, ValueError)(
             "target must be None, a displacement, or (disp, count, datatype), "
-            f"not {type(target).__name__}"
-        )
+            f"not {type(target).__name__}" + (f" of {len(target)} items" if isinstance(target, (tuple, list))
+                                               else ""))
     if not _is_int(disp):
-        raise ParamError(f"target displacement must be an integer, not {type(disp).__name__}")
+        raise also(ParamError, TypeError)(f"target displacement must be an integer, not {type(disp).__name__}",
+                                          error_class=MPI.ERR_DISP)
     disp = operator.index(disp)
     if disp < 0:
         raise BoundsError(f"target displacement {disp} is negative")

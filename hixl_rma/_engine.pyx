@@ -9,7 +9,7 @@ matching :mod:`hixl_rma.errors` exception.
 
 from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
-from libc.stdint cimport int32_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int32_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libcpp cimport bool as cbool
 from libcpp.map cimport map as cmap
 from libcpp.string cimport string
@@ -795,3 +795,64 @@ cdef int _descs(object descs, vector[TransferOpDesc] &v) except -1:
         FillDescs(v, &a[0, 0] if a.shape[0] else NULL, a.shape[0])
     return 0
 include "_fastpath.pxi"
+include "_winbase.pxi"
+
+
+# ------------------------------------------------------------ DLPack dtype
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    typedef struct { int32_t device_type; int32_t device_id; } hixl_DLDevice;
+    typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } hixl_DLDataType;
+    typedef struct {
+      void *data; hixl_DLDevice device; int32_t ndim; hixl_DLDataType dtype;
+      int64_t *shape; int64_t *strides; uint64_t byte_offset;
+    } hixl_DLTensor;
+    typedef struct { hixl_DLTensor dl_tensor; void *manager_ctx; void (*deleter)(void *); } hixl_DLManaged;
+    typedef struct {
+      uint32_t major, minor; void *manager_ctx; void (*deleter)(void *); uint64_t flags;
+      hixl_DLTensor dl_tensor;
+    } hixl_DLManagedVersioned;
+    """
+    ctypedef struct hixl_DLDevice:
+        int32_t device_type
+    ctypedef struct hixl_DLDataType:
+        uint8_t code
+        uint8_t bits
+        uint16_t lanes
+    ctypedef struct hixl_DLTensor:
+        hixl_DLDevice device
+        hixl_DLDataType dtype
+    ctypedef struct hixl_DLManaged:
+        hixl_DLTensor dl_tensor
+    ctypedef struct hixl_DLManagedVersioned:
+        hixl_DLTensor dl_tensor
+
+from cpython.pycapsule cimport PyCapsule_GetPointer, PyCapsule_IsValid
+
+
+def dlpack_dtype(capsule):
+    """(device_type, code, bits, lanes) of an unconsumed DLPack capsule
+    (versioned or not); the capsule stays the producer's to delete."""
+    cdef hixl_DLTensor *t
+    if PyCapsule_IsValid(capsule, b"dltensor_versioned"):
+        t = &(<hixl_DLManagedVersioned *>PyCapsule_GetPointer(capsule, b"dltensor_versioned")).dl_tensor
+    elif PyCapsule_IsValid(capsule, b"dltensor"):
+        t = &(<hixl_DLManaged *>PyCapsule_GetPointer(capsule, b"dltensor")).dl_tensor
+    else:
+        raise ParamError(f"not an unconsumed DLPack capsule: {capsule!r}")
+    return t.device.device_type, t.dtype.code, t.dtype.bits, t.dtype.lanes
+
+
+cdef extern from *:
+    """
+    static inline void hixl_memory_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+    """
+    void hixl_memory_fence() nogil
+
+
+def memory_fence():
+    """A full memory barrier (MPI_Win_sync): loads after it see the stores
+    that peers' one-sided writes made visible before it."""
+    hixl_memory_fence()

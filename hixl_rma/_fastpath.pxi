@@ -142,7 +142,7 @@ cdef class FastWin:
         cdef Status st
         if self.eng._h == NULL or not self._target_ok(target_rank, &r, write):
             return 0
-        if _get_buffer(origin, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (0 if write else PyBUF_WRITABLE)) != 0:
+        if _get_buffer(origin, &view, PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (0 if write else PyBUF_WRITABLE)) != 0:
             PyErr_Clear()
             return 0
         try:
@@ -184,11 +184,11 @@ cdef class FastWin:
         return self._move(origin, target_rank, target, False) == 1
 
     cpdef bint atomic(self, object origin, object compare, object result, object target_rank,
-                      object target_disp, int code, bint whole) except *:
+                      object target_disp, int code) except *:
         """One 8-byte integer atomic (Fetch_and_op, Compare_and_swap, or a
         one-element Accumulate when result is None) when the common case
-        applies; False leaves it to the Python layer. code: FAST_ADD ...;
-        ``whole``: the origin must be exactly one element (Accumulate)."""
+        applies: every buffer is exactly one 8-byte integer. False leaves it
+        to the Python layer. code: FAST_ADD ..."""
         cdef Py_ssize_t r
         cdef uint64_t off, value, cmp = 0, old = 0
         cdef char *direct
@@ -198,7 +198,7 @@ cdef class FastWin:
         cdef int32_t tmo
         if self.eng._h == NULL or not self._target_ok(target_rank, &r, True):
             return False
-        if self.access[r] != 0 or not self.atomics[r] or (whole and not _one_element(origin)):
+        if self.access[r] != 0 or not self.atomics[r]:
             return False
         if not (_int64_scalar(origin, &value) and (compare is None or _int64_scalar(compare, &cmp))):
             return False
@@ -376,7 +376,7 @@ _FAST_OPS[:] = [AtomicOp.ADD, AtomicOp.AND, AtomicOp.OR, AtomicOp.XOR, AtomicOp.
 
 
 cdef inline char *_int64_ptr(object a, bint writable):
-    """Address of the first element of a C-contiguous 8-byte integer buffer, or NULL."""
+    """Address of a buffer of exactly one 8-byte integer, or NULL."""
     cdef Py_buffer view
     cdef char *p = NULL
     cdef const char *fmt
@@ -387,22 +387,12 @@ cdef inline char *_int64_ptr(object a, bint writable):
     fmt = view.format
     if fmt != NULL and fmt[0] in b"@=<":
         fmt += 1
-    if (view.itemsize == 8 and view.len >= 8 and fmt != NULL and fmt[1] == 0
+    if (view.itemsize == 8 and view.len == 8 and fmt != NULL and fmt[1] == 0
             and fmt[0] in b"lqLQ"):
         p = <char *>view.buf
     # The caller holds a reference to ``a``, which keeps the memory alive.
     PyBuffer_Release(&view)
     return p
-
-
-cdef inline bint _one_element(object a):
-    cdef Py_buffer view
-    if _get_buffer(a, &view, PyBUF_SIMPLE) != 0:
-        PyErr_Clear()
-        return False
-    cdef bint one = view.len == 8
-    PyBuffer_Release(&view)
-    return one
 
 
 cdef inline bint _int64_scalar(object a, uint64_t *out):

@@ -12,13 +12,14 @@ import ctypes
 import time
 
 import numpy as np
+from mpi4py import MPI
 
 from . import _engine
 from . import ctrl as CTRL
 from ._datatypes import as_buffer, target_blocks
 from .constants import PROC_NULL
 from .device import copy_to_device, is_device, to_host
-from .errors import DatatypeError, HixlTimeoutError, ParamError
+from .errors import DatatypeError, HixlTimeoutError, ParamError, also
 from .ops import BAND, BOR, BXOR, NO_OP, REPLACE, SUM, Op, as_op, native_atomic
 from .request import Request
 
@@ -89,15 +90,18 @@ class AccumulateMixin:
         a = _Acc()
         a.op = as_op(op, what)
         a.t = self._target(target_rank, what)
+        if a.t is None:
+            return None  # MPI.PROC_NULL: nothing is parsed, nothing moves
         # The op runs at the origin on the host: device origins are copied there.
         ob = as_buffer(to_host(origin) if is_device(origin) else origin, writable=False)
         a.device_result = result if result is not None and is_device(result) else None
         if a.device_result is not None:
             result = to_host(result)  # filled on the host, then copied back (_put_result)
         rb = as_buffer(result, writable=True, name="result") if result is not None else None
-        if count1:  # Fetch_and_op / Compare_and_swap: one element of the origin's type
-            ob = _first_element(ob, what, "origin")
-            rb = _first_element(rb, what, "result") if rb is not None else None
+        if count1:  # Fetch_and_op / Compare_and_swap: exactly one element, one datatype
+            _single_element(ob, what, "origin")
+            _single_element(rb, what, "result")
+            _same_type(ob, rb, what, "result")
         dtype = ob.dtype
         a.op.check(dtype, what)
         if rb is not None:
@@ -105,8 +109,6 @@ class AccumulateMixin:
                 raise DatatypeError(f"{what}: result buffer has {rb.size} bytes but origin has {ob.size} bytes")
             if rb.dtype is not None and rb.dtype != dtype:
                 raise DatatypeError(f"{what}: result type {rb.dtype} differs from origin type {dtype}")
-        if a.t is None:
-            return None
         _, tblk, tdtype, _ = target_blocks(target, ob, a.t.disp_unit)
         if tdtype is not None and tdtype != dtype:
             raise DatatypeError(f"{what}: target type {tdtype} differs from origin type {dtype}")
@@ -192,7 +194,7 @@ class AccumulateMixin:
 
     # ------------------------------------------------------------- API
 
-    def _fast_atomic(self, op, origin, compare, result, target_rank, target, whole):
+    def _fast_atomic(self, op, origin, compare, result, target_rank, target):
         """The C hot path for one 8-byte integer element (native atomics only,
         so it agrees with _acc_run's choice of path)."""
         code = _FAST_CODES.get(op) if type(op) is Op or op is _CSWAP else None
@@ -203,11 +205,11 @@ class AccumulateMixin:
             return False  # posted atomics first: this origin's accumulates stay ordered
         if not self._fast.is_ready(target_rank) and not self._freed:
             self._make_ready(t)  # atomics may be the first operation to this target
-        return self._fast.atomic(origin, compare, result, target_rank, target, code, whole)
+        return self._fast.atomic(origin, compare, result, target_rank, target, code)
 
     def Accumulate(self, origin, target_rank, target=None, op=SUM):
         """Element-wise atomic ``target = op(target, origin)``."""
-        if self._fast_atomic(op, origin, None, None, target_rank, target, True):
+        if self._fast_atomic(op, origin, None, None, target_rank, target):
             return
         a = self._acc_parse("Accumulate", origin, None, target_rank, target, op)
         if a is not None:
@@ -221,7 +223,7 @@ class AccumulateMixin:
 
     def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=SUM):
         """Get_accumulate of one element."""
-        if self._fast_atomic(op, origin, None, result, target_rank, target_disp, False):
+        if self._fast_atomic(op, origin, None, result, target_rank, target_disp):
             return
         a = self._acc_parse("Fetch_and_op", origin, result, target_rank, _disp(target_disp), op,
                             count1=True)
@@ -230,17 +232,19 @@ class AccumulateMixin:
 
     def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
         """Store origin at the target if it equals compare; result gets the old value."""
-        if self._fast_atomic(_CSWAP, origin, compare, result, target_rank, target_disp, False):
+        if self._fast_atomic(_CSWAP, origin, compare, result, target_rank, target_disp):
             return
         a = self._acc_parse("Compare_and_swap", origin, result, target_rank, _disp(target_disp),
                             REPLACE, count1=True)
-        cb = _first_element(as_buffer(compare, writable=False, name="compare"), "Compare_and_swap", "compare")
         if a is None:
             return
-        if cb.dtype != a.dtype:
-            raise DatatypeError(f"Compare_and_swap: compare type {cb.dtype} differs from origin type {a.dtype}")
-        if a.dtype.kind not in "iufcbV" or a.dtype.itemsize > 8:
-            raise DatatypeError(f"Compare_and_swap: datatype {a.dtype} is not a single integer/float element")
+        cb = as_buffer(compare, writable=False, name="compare")
+        _single_element(cb, "Compare_and_swap", "compare")
+        _same_type(a.origin, cb, "Compare_and_swap", "compare")
+        if a.dtype.kind not in "iubV" or a.dtype.itemsize > 8:
+            # MPI defines it for integer, logical and byte types only.
+            raise DatatypeError(f"Compare_and_swap: datatype {a.dtype} is not an integer, logical or "
+                                f"byte element of at most 8 bytes")
         new, cmp = gather(a.origin, a.dtype), gather(cb, a.dtype)
         addr = a.tbase + int(a.tblk[0, 0])
         if a.dtype.itemsize == 8 and addr % 8 == 0:
@@ -304,15 +308,18 @@ def _disp(target_disp):
     return int(target_disp)
 
 
-def _first_element(buf, what, name):
-    """A Buffer restricted to its first element (Fetch_and_op, Compare_and_swap)."""
-    if buf.dtype is None or buf.size < buf.dtype.itemsize:
-        raise DatatypeError(f"{what}: {name} buffer holds no element "
-                            f"({buf.size} bytes of {buf.dtype if buf.dtype is not None else 'raw bytes'})")
-    isz = buf.dtype.itemsize
-    first = buf.blocks[:1].copy()
-    if first[0, 1] < isz:
-        raise DatatypeError(f"{what}: the first element of {name} is not contiguous")
-    first[0, 1] = isz
-    out = type(buf)(buf.obj, buf.address, buf.nbytes, buf.readonly, first, buf.dtype, isz)
-    return out
+def _single_element(buf, what, name):
+    """Fetch_and_op / Compare_and_swap take exactly one element per buffer
+    (a ValueError otherwise, as mpi4py raises)."""
+    if buf is None:
+        return
+    count = buf.count if buf.dtype is not None and buf.dtype.itemsize else buf.size
+    if count != 1 or buf.dtype is None:
+        raise also(DatatypeError, ValueError)(f"{what}: {name}: expecting a single element, got {count}",
+                                              error_class=MPI.ERR_COUNT)
+
+
+def _same_type(origin, other, what, name):
+    if other is not None and other.dtype != origin.dtype:
+        raise also(DatatypeError, ValueError)(
+            f"{what}: mismatch in origin and {name} datatypes ({origin.dtype} and {other.dtype})")

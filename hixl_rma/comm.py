@@ -2,7 +2,7 @@
 from mpi4py import MPI
 
 from . import runtime as _rt
-from .errors import ParamError
+from .errors import ParamError, also
 
 
 class Communicator:
@@ -18,11 +18,15 @@ class Communicator:
             comm = st.world
         elif isinstance(comm, Communicator):
             comm = comm.comm
-        if not isinstance(comm, MPI.Comm) or comm == MPI.COMM_NULL:
-            raise ParamError(f"comm must be an mpi4py intracommunicator or a hixl_rma.Communicator, "
-                             f"got {type(comm).__name__}")
+        if not isinstance(comm, MPI.Comm):
+            raise also(ParamError, TypeError)(
+                f"comm must be an mpi4py intracommunicator or a hixl_rma.Communicator, "
+                f"got {type(comm).__name__}", error_class=MPI.ERR_COMM)
+        if comm == MPI.COMM_NULL:
+            raise ParamError("comm is MPI.COMM_NULL", error_class=MPI.ERR_COMM)
         if comm.Is_inter():
-            raise ParamError("comm must be an intracommunicator, not an intercommunicator")
+            raise ParamError("comm must be an intracommunicator, not an intercommunicator",
+                             error_class=MPI.ERR_COMM)
         self.comm = comm
         self.rank = comm.Get_rank()
         self.size = comm.Get_size()
@@ -51,9 +55,11 @@ class Communicator:
                 else:
                     raise TypeError
             except TypeError:
-                raise ParamError(f"{what}: rank must be an int, got {type(rank).__name__}") from None
+                raise also(ParamError, TypeError)(f"{what}: rank must be an int, got {type(rank).__name__}",
+                                                  error_class=MPI.ERR_RANK) from None
         if not 0 <= rank < self.size:
-            raise ParamError(f"{what}: rank {rank} is out of range for a communicator of {self.size} ranks")
+            raise ParamError(f"{what}: rank {rank} is out of range for a communicator of {self.size} ranks",
+                             error_class=MPI.ERR_RANK)
         return rank
 
     def address(self, rank):
@@ -79,6 +85,22 @@ class Communicator:
         if len(set(ranks)) != len(ranks):
             raise ParamError(f"{what}: group lists a rank twice: {ranks}")
         return ranks
+
+    def dup(self, timeout_ms, what):
+        """A Communicator over a duplicate of this one, made within
+        timeout_ms (MPI_Comm_idup): a window's collectives then stay off the
+        user's communicator, which the user may free before the window, as
+        MPI allows. The caller frees it (``free``)."""
+        newcomm, req = self.comm.Idup()
+        _rt.collective(self.comm, req, what, timeout_ms, self.world_ranks)
+        dup = object.__new__(Communicator)
+        dup.comm, dup.rank, dup.size, dup.world_ranks = newcomm, self.rank, self.size, self.world_ranks
+        return dup
+
+    def free(self):
+        """Free the communicator (a duplicate made by ``dup``); local."""
+        if self.comm != MPI.COMM_NULL and not MPI.Is_finalized():
+            self.comm.Free()
 
     def Barrier(self):
         """A barrier with the runtime's timeout (no busy spinning)."""

@@ -6,11 +6,10 @@ CPU. Offsets in bytes; every rank's block has the same layout.
 
 LOCK = 0          # reader-writer lock word: epochs.LOCK_EXCL bit | shared count
 ACC = 8           # accumulate lock (0 free, else owner world rank + 1)
-DYN_SEQ = 64      # seqlock over the dynamic-window region table
-DYN_COUNT = 72
-DYN_TABLE = 80    # (addr, len) uint64 pairs of attached regions
-SIZE = 4096       # the fixed part; per-rank words follow
-DYN_MAX = (SIZE - DYN_TABLE) // 16
+DYN_SEQ = 64         # seqlock over the dynamic-window region table (dynamic.py)
+DYN_COUNT = 72       # regions in the table
+DYN_TABLE_ADDR = 80  # address of the (addr, len) uint64 pairs, engine memory of the owner
+SIZE = 4096          # the fixed part; per-rank words follow
 
 
 def consumed_offset(rank):

@@ -383,8 +383,11 @@ class EpochMixin:
         self.Flush_all()
 
     def Sync(self):
-        """Synchronize public and private copies: one copy in the unified model."""
+        """Synchronize the public and private copies of the window (one copy
+        in the unified model): a memory fence, so that loads after it see
+        what peers wrote before it."""
         self._check_live("Sync")
+        _engine.memory_fence()
 
 
 def _check_assertion(assertion, what):

@@ -233,7 +233,7 @@ def barrier(comm, timeout_ms, world_ranks=None):
     ranks of ``comm``, a member whose engine is known dead ends the wait
     early with PeerFailure instead of HixlTimeoutError."""
     if comm.Get_size() > 1:
-        _collective(comm, comm.Ibarrier(), "barrier", timeout_ms, world_ranks)
+        collective(comm, comm.Ibarrier(), "barrier", timeout_ms, world_ranks)
 
 
 def allreduce_and(comm, flag, timeout_ms, world_ranks=None):
@@ -244,11 +244,14 @@ def allreduce_and(comm, flag, timeout_ms, world_ranks=None):
     from mpi4py import MPI
     out = np.zeros(1, np.int32)
     req = comm.Iallreduce(np.array([1 if flag else 0], np.int32), out, op=MPI.LAND)
-    _collective(comm, req, "allreduce", timeout_ms, world_ranks)
+    collective(comm, req, "allreduce", timeout_ms, world_ranks)
     return bool(out[0])
 
 
-def _collective(comm, req, what, timeout_ms, world_ranks):
+def collective(comm, req, what, timeout_ms, world_ranks=None):
+    """Complete the non-blocking collective ``req`` on comm within
+    timeout_ms (HixlTimeoutError), ending early with PeerFailure when a
+    member's engine is known dead."""
     check = None
     if world_ranks is not None and _state is not None:
         st, ranks = _state, list(world_ranks)
@@ -288,4 +291,5 @@ def wait_notifies(key, sources, timeout_ms, what):
         sleep_backoff(idle)
 
 
-__all__ = ["Init", "Finalize", "Is_initialized", "runtime", "barrier", "allreduce_and", "wait_notifies"]
+__all__ = ["Init", "Finalize", "Is_initialized", "runtime", "barrier", "allreduce_and", "collective",
+           "wait_notifies"]

@@ -5,6 +5,7 @@ creation, metadata and the communication calls; ``epochs.py`` the
 synchronization state machine (fence, PSCW, passive target).
 """
 import ctypes
+import operator
 
 import numpy as np
 from mpi4py import MPI
@@ -13,19 +14,21 @@ from . import _engine
 from . import constants as C
 from . import ctrl as CTRL
 from . import runtime as _rt
+from . import winmeta
 from ._datatypes import as_buffer, target_blocks
+from .attributes import AttributeMixin
 from .comm import as_communicator
 from .device import device_view, is_device, with_cai
+from .dynamic import Regions
 from .accumulate import AccumulateMixin
 from .epochs import EpochMixin
 from .batch import BatchMixin
 from .notify import NotifyMixin
-from . import errors as _errors
-from .errors import PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError, UnsupportedError
+from .errors import (PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError, UnsupportedError,
+                     also)
 from .request import Request
 
 _READ, _WRITE = _engine.READ, _engine.WRITE
-_FAILED = "failed"  # first item of a rank's metadata when its part of a creation failed
 
 
 def _info_dict(info):
@@ -36,13 +39,26 @@ def _info_dict(info):
         return {str(k): str(v) for k, v in info.items()}
     if isinstance(info, MPI.Info):
         return {k: info.Get(k) for k in info.keys()}
-    raise ParamError(f"info must be an mpi4py Info, INFO_NULL, None or a dict, got {type(info).__name__}")
+    raise also(ParamError, TypeError)(
+        f"info must be an mpi4py Info, INFO_NULL, None or a dict, got {type(info).__name__}",
+        error_class=MPI.ERR_INFO)
+
+
+def _integral(value, what, error_class):
+    """``value`` as an int where mpi4py takes it (any integral, bool included:
+    ``Win.Create(buf, True)`` is disp_unit 1); a TypeError otherwise."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise also(ParamError, TypeError)(f"{what} must be an integer, got {type(value).__name__}",
+                                          error_class=error_class) from None
 
 
 def _check_disp_unit(disp_unit):
-    if isinstance(disp_unit, bool) or not isinstance(disp_unit, (int, np.integer)) or disp_unit <= 0:
-        raise ParamError(f"disp_unit must be a positive int, got {disp_unit!r}")
-    return int(disp_unit)
+    unit = _integral(disp_unit, "disp_unit", MPI.ERR_DISP)
+    if unit <= 0:
+        raise ParamError(f"disp_unit must be a positive int, got {disp_unit!r}", error_class=MPI.ERR_DISP)
+    return unit
 
 
 def pair_blocks(oblk, obase, tblk, tbase):
@@ -83,13 +99,13 @@ class _Target:
     """What an origin knows of one rank of the window."""
 
     __slots__ = ("rank", "world", "base", "size", "disp_unit", "ctrl", "access", "mem_type",
-                 "_addr", "regions", "last_atomic", "notified", "credit")
+                 "_addr", "last_atomic", "notified", "credit")
 
     def __init__(self, rank, world, meta):
         self.rank, self.world = rank, world
-        self.base, self.size, self.disp_unit, self.ctrl, self.access, self.mem_type = meta
+        self.base, self.size, self.disp_unit = meta.base, meta.size, meta.disp_unit
+        self.ctrl, self.access, self.mem_type = meta.ctrl, meta.access, meta.mem_type
         self._addr = None
-        self.regions = None  # dynamic windows: cached attached regions
         self.last_atomic = None  # op of the posted atomics (while the target is dirty in FastWin)
         self.notified = 0  # notifications this rank sent to t
         self.credit = 0    # what t had consumed of them when last read
@@ -112,33 +128,88 @@ def _alloc(engine, nbytes):
         return engine.register_mem(arr), arr[:nbytes]
 
 
-class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
-    """A window of memory exposed for one-sided access (mpi4py's ``MPI.Win``)."""
+class _NoHotPath:
+    """The hot path of a null window: it takes nothing, so every call goes on
+    to the checks that raise (the window is null or freed)."""
+
+    fence_used = False
+
+    def put(self, *args):
+        return False
+
+    get = flush = fence = atomic = put
+
+    def is_dirty(self, rank):
+        return False
+
+    is_ready = is_dirty
+
+    def disable(self):
+        pass
+
+
+class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin, AttributeMixin):
+    """A window of memory exposed for one-sided access (mpi4py's ``MPI.Win``).
+
+    ``Win()`` is a null window (``WIN_NULL``); ``Win(win)`` is another
+    handle to the same window, sharing all of its state.
+    """
+
+    # A null window, and what a freed one falls back to.
+    _freed = True
+    _name = ""
+    _key = "MPI_WIN_NULL"
+    _fast = _NoHotPath()
+    _targets = ()
 
     # ----------------------------------------------------------- creation
 
-    def __init__(self):
-        raise ParamError("use Win.Create, Win.Allocate, Win.Allocate_shared or Win.Create_dynamic")
+    def __init__(self, win=None):
+        if win is None:
+            return
+        if not isinstance(win, Win):
+            raise also(ParamError, TypeError)(f"Win(win): win must be a hixl_rma.Win, got {type(win).__name__}",
+                                              error_class=MPI.ERR_WIN)
+        self.__dict__ = win.__dict__  # an alias: one window, two handles
+
+    def __bool__(self):
+        return not self._freed
+
+    def __eq__(self, other):
+        if not isinstance(other, Win):
+            return NotImplemented
+        return self.__dict__ is other.__dict__ or (self._freed and other._freed)
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        return id(self.__dict__)
+
+    def __reduce__(self):
+        raise also(ParamError, ValueError)(f"cannot pickle {type(self).__name__} (a window lives in one process)")
 
     @classmethod
     def _new(cls, comm, memory, flavor, disp_unit, info, access=C.ACCESS_READ_WRITE,
              mem_type=_engine.MEM_HOST):
-        self = object.__new__(cls)
+        self = cls.__new__(cls)
         st = _rt.runtime()
         self._rt = st
         self._engine = st.engine
-        self._comm = as_communicator(comm)
+        self._comm = as_communicator(comm).dup(st.timeout_ms, "window creation")
         self._flavor = flavor
         self._disp_unit = None
         self._info = {}
         self._name = ""
         self._freed = False
-        self._memory = None     # what tomemory() returns
+        self._made_as = id(self)
+        self._memory = None     # the object whose memory the window exposes (kept alive)
         self._handle = None     # engine registration of the window memory
-        self._attached = {}     # dynamic: addr -> (handle, owner)
+        self._regions = None    # dynamic: the attached regions (dynamic.Regions)
         self._device = False    # the local window memory is device memory
         self._init_epochs()
-        error = None
+        self._init_attributes()
         try:
             self._disp_unit = _check_disp_unit(disp_unit)
             self._info = _info_dict(info)
@@ -146,36 +217,36 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
             self._ctrl_handle, self._ctrl = _alloc(self._engine, CTRL.nbytes(self._comm.size))
             self._ctrl64 = self._ctrl.view(np.uint64)
             self._ctrl64[:] = 0
-            proposal = f"{st.rank}.{st.next_window_id}"
-            st.next_window_id += 1
+            if flavor == C.WIN_FLAVOR_DYNAMIC:
+                self._regions = Regions(self._engine, self._ctrl64, lambda n: _alloc(self._engine, n),
+                                        self._label)
             if self._device:
                 mem_type = _engine.MEM_DEVICE
-            meta = (base, size, self._disp_unit, self._ctrl_handle.addr, access, mem_type, proposal)
-        except Exception as exc:
+            mine = winmeta.pack(winmeta.Meta(base, size, self._disp_unit, self._ctrl_handle.addr, access,
+                                             mem_type, st.next_window_id))
+            st.next_window_id += 1
+            error = None
+        except HixlError as exc:
             # Creation is collective: the other ranks learn of a local failure
             # through the allgather instead of waiting in it forever.
-            error = exc
-            meta = (_FAILED, type(exc).__name__, str(exc), getattr(exc, "status", None))
+            error, mine = exc, winmeta.pack_failure(exc)
         except BaseException:
             self._teardown_local()
             raise
         try:
-            metas = self._comm.comm.allgather(meta)
+            every = np.zeros((self._comm.size, winmeta.RECORD_BYTES), np.uint8)
+            _rt.collective(self._comm.comm, self._comm.comm.Iallgather(mine, every), "window creation",
+                           st.timeout_ms, self._comm.world_ranks)
         except BaseException:
             self._teardown_local()
             raise
-        failed = [(r, m) for r, m in enumerate(metas) if m[0] == _FAILED]
+        metas = [winmeta.unpack(rec, r) for r, rec in enumerate(every)]
+        failed = [m for m in metas if isinstance(m, BaseException)]
         if failed:
             self._teardown_local()
-            if error is not None:
-                raise error
-            r, (_, name, msg, status) = failed[0]
-            exc_class = getattr(_errors, name, None)
-            if not (isinstance(exc_class, type) and issubclass(exc_class, HixlError)):
-                exc_class = HixlError
-            raise exc_class(f"window creation failed at rank {r} of the communicator: {msg}", status)
-        self._key = f"w{metas[0][6]}"
-        self._targets = [_Target(r, self._comm.world_ranks[r], m[:6]) for r, m in enumerate(metas)]
+            raise error if error is not None else failed[0]
+        self._key = f"w{self._comm.world_ranks[0]}.{metas[0].seq}"
+        self._targets = [_Target(r, self._comm.world_ranks[r], m) for r, m in enumerate(metas)]
         dynamic = flavor == C.WIN_FLAVOR_DYNAMIC  # absolute displacements: never the hot path
         self._fast = _engine.FastWin(self._engine, [t.base for t in self._targets],
                                      [0 if dynamic else t.size for t in self._targets],
@@ -188,9 +259,9 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
 
     def _expose(self, memory):
         """Register the window memory; returns (base, size)."""
-        if memory is None:
+        if memory is None or memory is MPI.BOTTOM:
             return 0, 0
-        if isinstance(memory, int):  # Allocate: engine-owned memory
+        if self._flavor in (C.WIN_FLAVOR_ALLOCATE, C.WIN_FLAVOR_SHARED):  # engine-owned memory
             if memory == 0:
                 self._memory = np.zeros(0, np.uint8)
                 return 0, 0
@@ -201,7 +272,7 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         buf = as_buffer(with_cai(memory) if device else memory, writable=True, name="window memory",
                         allow_device=device)
         if len(buf.blocks) > 1 or (len(buf.blocks) == 1 and buf.blocks[0, 0] != 0):
-            raise ParamError("window memory must be contiguous")
+            raise ParamError("window memory must be contiguous (C or Fortran order)")
         self._memory = memory
         if buf.nbytes == 0:
             return 0, 0
@@ -235,27 +306,37 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
 
     # ------------------------------------------------------------ teardown
 
-    def _teardown_local(self):
-        """Release this rank's registrations (no collective, no waiting)."""
-        if getattr(self, "_fast", None) is not None:
-            self._fast.disable()
+    def _teardown_local(self, keep_comm=False):
+        """Release this rank's registrations and, unless ``keep_comm``, the
+        window's communicator (no collective, no waiting)."""
+        self._fast.disable()
         eng = self._engine
-        for h in [self._handle, getattr(self, "_ctrl_handle", None)] + [a[0] for a in self._attached.values()]:
+        regions = self._regions.handles() if self._regions is not None else []
+        for h in [self._handle, getattr(self, "_ctrl_handle", None)] + regions:
             if h is not None and h.registered and not eng.finalized:
                 try:
                     eng.deregister_mem(h)
                 except Exception:  # teardown goes on: the engine may be failing
                     pass
         self._handle = None
-        self._attached = {}
+        if self._regions is not None:
+            self._regions.forget()
         self._freed = True
         self._rt.windows.discard(self)
+        if not keep_comm:
+            self._free_comm()
+
+    def _free_comm(self):
+        try:
+            self._comm.free()
+        except Exception:  # teardown goes on: MPI may be failing
+            pass
 
     def Free(self):
         """Free the window (collective); no epoch may be open."""
-        if self._freed:
-            return
+        self._check_live("Free")
         self._check_free_allowed()
+        self._delete_attributes()
         try:
             self._complete_all()
             _rt.barrier(self._comm.comm, self._rt.timeout_ms, self._comm.world_ranks)
@@ -264,23 +345,32 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
             # is freed here), then report the failure.
             self._teardown_local()
             raise
-        self._teardown_local()
-        # Peers must not see a region vanish while they could still use it.
-        _rt.barrier(self._comm.comm, self._rt.timeout_ms, self._comm.world_ranks)
+        self._teardown_local(keep_comm=True)
+        try:
+            # Peers must not see a region vanish while they could still use it.
+            _rt.barrier(self._comm.comm, self._rt.timeout_ms, self._comm.world_ranks)
+        finally:
+            self._free_comm()
 
-    free = Free
+    def free(self):
+        """Free the window if it is not null (mpi4py's ``free``; idempotent)."""
+        if self:
+            self.Free()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
+        if self._freed:
+            return
         if exc[0] is None:
             self.Free()
         elif not self._freed:
             self._teardown_local()
 
     def __del__(self):
-        if not getattr(self, "_freed", True):
+        # Only the handle Create made warns: an alias (Win(win)) may go first.
+        if not self._freed and self.__dict__.get("_made_as") == id(self):
             import warnings
             warnings.warn(f"{self!r} was not freed; call Free() (collective)", ResourceWarning, 2)
 
@@ -288,45 +378,70 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
 
     def _check_live(self, what):
         if self._freed:
-            raise ParamError(f"{what}: window {self._label()} has been freed")
+            raise ParamError(f"{what}: window {self._label()} " +
+                             ("is the null window" if self._key == Win._key else "has been freed"),
+                             error_class=MPI.ERR_WIN)
 
     def _label(self):
-        return self._name or self._key if hasattr(self, "_key") else "<unset>"
+        return self._name or self._key
 
     def __repr__(self):
+        if self._key == Win._key:
+            return "<hixl_rma.Win MPI_WIN_NULL>"
         state = "freed" if self._freed else f"rank {self._comm.rank} of {self._comm.size}"
         return f"<hixl_rma.Win {self._label()} {state}>"
 
+    def _local_span(self):
+        """(address, nbytes, readonly) of the local window memory, for the
+        buffer protocol (``memoryview(win)``); empty at address 0 for a
+        window without memory, a dynamic, freed or null one."""
+        if self._freed or self._flavor == C.WIN_FLAVOR_DYNAMIC:
+            return 0, 0, False
+        if self._device:
+            raise also(ParamError, BufferError)(f"window {self._label()} is device memory: use "
+                                                f"tomemory() (a device array), not the buffer protocol")
+        return self._me.base, self._me.size, False
+
     def tomemory(self):
-        """The local window memory as a buffer (no copy)."""
+        """The local window memory as an ``MPI.buffer`` (no copy); a device
+        window gives a device array."""
         self._check_live("tomemory")
-        if self._memory is None:
-            return memoryview(b"").cast("B")
         if self._device:
             return device_view(self._memory)
-        return memoryview(self._memory).cast("B") if not isinstance(self._memory, memoryview) \
-            else self._memory
+        return MPI.buffer(self)
 
     def Shared_query(self, rank):
-        """(buffer, disp_unit) of ``rank``'s memory mapped into this process."""
+        """(buffer, disp_unit) of ``rank``'s window memory where this process
+        can load and store it (every rank of an ``Allocate_shared`` window on
+        this node, this rank's own memory, a same-node ``Allocate`` window);
+        an empty buffer and the disp_unit where it cannot, as MPI 4.1 says."""
         self._check_live("Shared_query")
-        if self._flavor != C.WIN_FLAVOR_SHARED:
-            raise ParamError("Shared_query needs a window made by Allocate_shared")
         if rank == C.PROC_NULL:
             rank = next((t.rank for t in self._targets if t.size), 0)
-        rank = self._comm.check_rank(rank, "Shared_query")
+        rank = self._comm.check_rank(rank, f"Shared_query on window {self._label()}")
         t = self._targets[rank]
-        if rank == self._comm.rank or t.size == 0:
-            mem = self.tomemory() if rank == self._comm.rank else memoryview(b"").cast("B")
-            return mem, t.disp_unit
-        ptr = self._engine.remote_ptr(t.addr, t.base, t.size)
-        raw = (ctypes.c_char * t.size).from_address(ptr)
-        view = memoryview(raw).cast("B")
-        return view, t.disp_unit
+        if rank == self._comm.rank:
+            return self.tomemory(), t.disp_unit
+        ptr = 0
+        if t.size and t.mem_type == _engine.MEM_HOST and self._flavor != C.WIN_FLAVOR_DYNAMIC \
+                and _engine.HAS_EXTENSIONS:
+            try:
+                ptr = self._engine.remote_ptr(t.addr, t.base, t.size)
+            except HixlError:
+                ptr = 0  # another node, or memory the engine cannot map here
+        if not ptr:
+            if self._flavor == C.WIN_FLAVOR_SHARED and t.size:
+                raise UnsupportedError(
+                    f"Shared_query on window {self._label()}: rank {rank}'s memory is not mapped into "
+                    f"this process (Allocate_shared needs every rank on one node and a shared-memory "
+                    f"transport)", error_class=MPI.ERR_RMA_SHARED)
+            return MPI.buffer.fromaddress(0, 0), t.disp_unit
+        return MPI.buffer.fromaddress(ptr, t.size), t.disp_unit
 
     @property
     def group(self):
         """The group of the window's communicator."""
+        self._check_live("group")
         return self._comm.comm.Get_group()
 
     def Get_group(self):
@@ -335,92 +450,15 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
 
     @property
     def group_size(self):
+        """The number of ranks of the window's group."""
+        self._check_live("group_size")
         return self._comm.size
 
     @property
     def group_rank(self):
+        """This process's rank in the window's group."""
+        self._check_live("group_rank")
         return self._comm.rank
-
-    @property
-    def flavor(self):
-        return self._flavor
-
-    @property
-    def model(self):
-        return C.WIN_UNIFIED
-
-    @property
-    def attrs(self):
-        """(base address, size, disp_unit) of the local window, as mpi4py."""
-        return (self._me.base, self._me.size, self._me.disp_unit)
-
-    def Get_attr(self, keyval):
-        """WIN_BASE, WIN_SIZE, WIN_DISP_UNIT, WIN_CREATE_FLAVOR or WIN_MODEL."""
-        table = {MPI.WIN_BASE: self._me.base, MPI.WIN_SIZE: self._me.size,
-                 MPI.WIN_DISP_UNIT: self._me.disp_unit, MPI.WIN_CREATE_FLAVOR: self._flavor,
-                 MPI.WIN_MODEL: C.WIN_UNIFIED}
-        if keyval not in table:
-            raise UnsupportedError(f"Get_attr: keyval {keyval} (user attributes are not supported)")
-        return table[keyval]
-
-    @property
-    def info(self):
-        return self.Get_info()
-
-    def Get_info(self):
-        """The info hints given at creation, as a dict."""
-        return dict(self._info)
-
-    def Set_info(self, info):
-        """Replace the info hints."""
-        self._info = _info_dict(info)
-
-    @property
-    def name(self):
-        return self._name
-
-    @name.setter
-    def name(self, value):
-        self.Set_name(value)
-
-    def Get_name(self):
-        return self._name
-
-    def Set_name(self, name):
-        if not isinstance(name, str):
-            raise ParamError(f"window name must be a str, got {type(name).__name__}")
-        self._name = name
-
-    def Set_errhandler(self, errhandler):
-        """Errors always raise HixlError subclasses; ERRORS_RETURN is accepted."""
-        if errhandler not in (MPI.ERRORS_RETURN, MPI.ERRORS_ARE_FATAL):
-            raise UnsupportedError("Set_errhandler: only ERRORS_RETURN (errors raise exceptions)")
-
-    def Get_errhandler(self):
-        return MPI.ERRORS_RETURN
-
-    # mpi4py methods with no meaning for a window that is not an MPI object:
-    # each raises UnsupportedError with the reason instead of doing something else.
-    def Call_errhandler(self, errorcode):
-        raise UnsupportedError("Call_errhandler: errors are Python exceptions (HixlError), not MPI error codes")
-
-    @classmethod
-    def Create_errhandler(cls, errhandler_fn):
-        raise UnsupportedError("Create_errhandler: errors are Python exceptions (HixlError); catch them instead")
-
-    @classmethod
-    def Create_keyval(cls, copy_fn=None, delete_fn=None, nopython=False):
-        raise UnsupportedError("Create_keyval: user attributes are not supported; keep data on the Python object")
-
-    @classmethod
-    def Free_keyval(cls, keyval):
-        raise UnsupportedError("Free_keyval: user attributes are not supported")
-
-    def Set_attr(self, keyval, attrval):
-        raise UnsupportedError("Set_attr: user attributes are not supported; keep data on the Python object")
-
-    def Delete_attr(self, keyval):
-        raise UnsupportedError("Delete_attr: user attributes are not supported")
 
     def py2f(self):
         raise UnsupportedError("py2f: a hixl_rma.Win has no MPI (Fortran) handle")
@@ -449,78 +487,24 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
     def Attach(self, memory):
         """Expose a region in a dynamic window; targets use its absolute address."""
         self._check_live("Attach")
-        if self._flavor != C.WIN_FLAVOR_DYNAMIC:
-            raise ParamError("Attach needs a window made by Create_dynamic")
-        buf = as_buffer(memory, writable=True, name="attached memory")
-        if len(buf.blocks) != 1 or buf.blocks[0, 0] != 0:
-            raise ParamError("attached memory must be contiguous and non-empty")
-        if len(self._attached) >= CTRL.DYN_MAX:
-            raise ParamError(f"Attach: at most {CTRL.DYN_MAX} regions per dynamic window")
-        handle = self._engine.register_mem(buf.obj)
-        self._attached[handle.addr] = (handle, memory)
-        self._publish_regions()
+        self._need_dynamic("Attach").attach(memory)
 
     def Detach(self, memory):
         """Withdraw a region attached before."""
         self._check_live("Detach")
-        buf = as_buffer(memory, writable=False, name="detached memory")
-        entry = self._attached.pop(buf.address, None)
-        if entry is None:
-            raise ParamError(f"Detach: no region attached at address {buf.address}")
-        self._publish_regions()
-        self._engine.deregister_mem(entry[0])
+        self._need_dynamic("Detach").detach(memory)
 
-    def _publish_regions(self):
-        c = self._ctrl64
-        seq = CTRL.DYN_SEQ // 8
-        c[seq] += 1  # odd: readers retry
-        regions = sorted((h.addr, h.length) for h, _ in self._attached.values())
-        c[CTRL.DYN_COUNT // 8] = len(regions)
-        if regions:
-            c[CTRL.DYN_TABLE // 8:CTRL.DYN_TABLE // 8 + 2 * len(regions)] = np.array(regions, np.uint64).ravel()
-        c[seq] += 1
-
-    def _fetch_regions(self, t):
-        """Read a target's attached-region table (seqlock snapshot)."""
-        buf = np.zeros(CTRL.SIZE // 8, np.uint64)
-        for _ in range(1000):
-            self._engine.transfer_sync(t.addr, _READ, [(buf.ctypes.data, t.ctrl, CTRL.SIZE)])
-            seq = int(buf[CTRL.DYN_SEQ // 8])
-            if seq % 2:
-                continue
-            n = int(buf[CTRL.DYN_COUNT // 8])
-            table = buf[CTRL.DYN_TABLE // 8:CTRL.DYN_TABLE // 8 + 2 * n].reshape(n, 2).copy()
-            check = np.zeros(1, np.uint64)
-            self._engine.transfer_sync(t.addr, _READ, [(check.ctypes.data, t.ctrl + CTRL.DYN_SEQ, 8)])
-            if int(check[0]) == seq:
-                t.regions = table
-                return table
-        raise ParamError(f"window {self._label()}: rank {t.rank} kept changing its attached regions")
-
-    def _check_dynamic(self, t, blocks, what):
-        lo = blocks[:, 0]
-        hi = lo + blocks[:, 1]
-        for attempt in range(2):
-            regions = t.regions if (attempt == 0 and t.regions is not None) else self._fetch_regions(t)
-            if len(regions):
-                idx = np.searchsorted(regions[:, 0], lo.astype(np.uint64), side="right") - 1
-                ok = idx >= 0
-                safe = np.where(ok, idx, 0)
-                ok &= hi <= (regions[safe, 0] + regions[safe, 1]).astype(np.int64)
-                if ok.all():
-                    return
-            elif not len(blocks):
-                return
-        bad = int(np.argmin(ok)) if len(regions) else 0
-        raise BoundsError(f"{what} to rank {t.rank} of dynamic window {self._label()}: address "
-                          f"{int(lo[bad])} length {int(blocks[bad, 1])} is not in an attached region")
+    def _need_dynamic(self, what):
+        if self._regions is None:
+            raise ParamError(f"{what} needs a window made by Create_dynamic (window {self._label()})",
+                             error_class=MPI.ERR_RMA_FLAVOR)
+        return self._regions
 
     # --------------------------------------------------------- communication
 
     def _target(self, target_rank, what):
         """Validate target rank and epoch; None for PROC_NULL."""
-        if self._freed:
-            raise ParamError(f"{what}: window {self._label()} has been freed")
+        self._check_live(what)
         if target_rank == C.PROC_NULL:
             return None
         rank = self._comm.check_rank(target_rank, f"{what} on window {self._label()}")
@@ -532,7 +516,7 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         the target rank and the window: errors of the argument parsers do not
         know them."""
         where = f"to rank {t.rank} of" if t is not None else "on"
-        return type(exc)(f"{what} {where} window {self._label()}{detail}: {exc}", exc.status)
+        return exc.again(f"{what} {where} window {self._label()}{detail}: {exc}")
 
     def _origin(self, spec, writable, t, what):
         """The origin buffer of an RMA call; its errors name the call."""
@@ -553,8 +537,8 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
 
     def _target_base(self, t, tblk, what):
         """Check target blocks against t's window; the address offsets count from."""
-        if self._flavor == C.WIN_FLAVOR_DYNAMIC:
-            self._check_dynamic(t, tblk, what)
+        if self._regions is not None:
+            self._regions.check(t, tblk, what)
             return 0
         lo = int(tblk[:, 0].min()) if len(tblk) > 1 else int(tblk[0, 0])
         hi = int((tblk[:, 0] + tblk[:, 1]).max()) if len(tblk) > 1 else lo + int(tblk[0, 1])
@@ -580,9 +564,9 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
         window the cached region table may predate a Detach at the target:
         re-check with a fresh table, so that a detached region is reported as
         the BoundsError it is."""
-        if self._flavor == C.WIN_FLAVOR_DYNAMIC and exc.status == PARAM_INVALID:
-            t.regions = None
-            self._check_dynamic(t, np.asarray(descs, np.int64)[:, 1:3], what)
+        if self._regions is not None and exc.status == PARAM_INVALID:
+            self._regions.invalidate(t)
+            self._regions.check(t, np.asarray(descs, np.int64)[:, 1:3], what)
 
     def _make_ready(self, t):
         """After a first successful transfer to t (connected, its table known),
@@ -616,9 +600,9 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
     def _transfer(self, op, what, origin, target_rank, target):
         """Put/Get beyond the hot path: every origin and target form, full checks."""
         t = self._target(target_rank, what)
-        ob = self._origin(origin, op == _READ, t, what)
         if t is None:
-            return
+            return  # MPI.PROC_NULL: the origin is not even parsed
+        ob = self._origin(origin, op == _READ, t, what)
         self._check_mode(t, op, what)
         descs = self._descs(t, ob, target, what)
         if descs is not None:
@@ -631,9 +615,9 @@ class Win(EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin):
 
     def _rop(self, op, origin, target_rank, target, what):
         t = self._target(target_rank, what)
-        ob = self._origin(origin, op == _READ, t, what)
         if t is None:
-            return Request.completed()
+            return Request.completed()  # MPI.PROC_NULL
+        ob = self._origin(origin, op == _READ, t, what)
         self._check_mode(t, op, what)
         descs = self._descs(t, ob, target, what)
         if descs is None:
@@ -670,13 +654,16 @@ def Get_address(memory):
 
 
 def _origin(spec, writable):
-    """An origin buffer; device arrays are recognised by interface only."""
-    if type(spec) is not np.ndarray and is_device(spec):
-        return as_buffer(with_cai(spec), writable=writable, allow_device=True)
-    return as_buffer(spec, writable=writable)
+    """An origin buffer: host memory, or device memory at any level of a spec."""
+    return as_buffer(spec, writable=writable, allow_device=True)
 
 
 def _check_size(size):
-    if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
-        raise ParamError(f"window size must be a non-negative int, got {size!r}")
-    return int(size)
+    size = _integral(size, "window size", MPI.ERR_SIZE)
+    if size < 0:
+        raise ParamError(f"window size must be a non-negative int, got {size!r}", error_class=MPI.ERR_SIZE)
+    return size
+
+
+WIN_NULL = Win()
+"""The null window (``MPI.WIN_NULL``): ``Win() == WIN_NULL``, and a freed window equals it."""

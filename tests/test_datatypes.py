@@ -124,12 +124,16 @@ VIEWS = {
 
 
 @pytest.mark.parametrize("make", VIEWS.values(), ids=VIEWS.keys())
-def test_array_blocks_gather_logical_c_order(make):
+def test_array_blocks_gather_in_mpi4py_order(make):
+    # A contiguous array (C or Fortran order) moves its raw memory, as mpi4py
+    # does; any other view moves in logical C order. order="A" is exactly that.
     arr = make()
     buf = as_buffer(arr, writable=False)
     assert isinstance(buf, Buffer)
     assert buf.blocks.dtype == np.int64 and buf.blocks.shape[1] == 2
-    assert gather(buf) == np.ascontiguousarray(arr).tobytes()
+    assert gather(buf) == arr.tobytes(order="A")
+    if arr.flags.f_contiguous and not arr.flags.c_contiguous:
+        assert buf.blocks.tolist() == [[0, arr.nbytes]]
     assert buf.size == arr.nbytes == int(buf.blocks[:, 1].sum())
     assert buf.dtype == arr.dtype and buf.count == arr.size
     assert buf.obj is arr and buf.device is False
@@ -168,8 +172,9 @@ def test_exact_blocks_for_negative_and_transposed_strides():
     assert buf.blocks.tolist() == [[72 - 8 * i, 8] for i in range(10)]
 
     m = np.arange(12.0).reshape(3, 4)
-    assert as_buffer(m.T, writable=False).blocks[:, 0].tolist() == [
-        0, 32, 64, 8, 40, 72, 16, 48, 80, 24, 56, 88]
+    # m.T is Fortran-contiguous: its raw memory, one block, as mpi4py moves it.
+    assert as_buffer(m.T, writable=False).blocks.tolist() == [[0, 96]]
+    assert as_buffer(m.T[::2], writable=False).blocks[:, 0].tolist() == [0, 32, 64, 16, 48, 80]
     # Reversed rows keep each row as one positive-stride block.
     assert as_buffer(m[::-1], writable=False).blocks.tolist() == [[64, 32], [32, 32], [0, 32]]
 
@@ -275,11 +280,21 @@ def test_non_buffers_rejected(obj, tname):
         as_buffer(obj, writable=False)
 
 
-@pytest.mark.parametrize("spec", [[1, 2, 3], [1, MPI.INT], [1.0, 2.0], (), [np.zeros(2)],
-                                  [np.zeros(2), 1, MPI.DOUBLE, 0]])
-def test_lists_that_are_not_buffer_specs(spec):
-    with pytest.raises(ParamError, match=r"\[buffer, datatype\]"):
+@pytest.mark.parametrize("spec, builtin, match", [
+    ([1, 2, 3], TypeError, "origin must be a buffer .* not int"),
+    ([1, MPI.INT], TypeError, "origin must be a buffer .* not int"),
+    ([1.0, 2.0], TypeError, "origin must be a buffer .* not float"),
+    ((), ValueError, r"2 to 4 items\), not a tuple of 0 items"),
+    ([np.zeros(2)], ValueError, r"2 to 4 items\), not a list of 1 items"),
+    ([np.zeros(2), 1, 2, 3, 4], ValueError, r"2 to 4 items\), not a list of 5 items"),
+    ([np.zeros(2), 1, MPI.DOUBLE, 0], TypeError, "origin displacement must be an integer"),
+    ([np.zeros(2), (1, 2, 3), MPI.DOUBLE], ValueError, r"\(count, displ\) must have 2 items"),
+])
+def test_lists_that_are_not_buffer_specs(spec, builtin, match):
+    # mpi4py's message grammar, and its exception types.
+    with pytest.raises(ParamError, match=match) as err:
         as_buffer(spec, writable=False)
+    assert isinstance(err.value, builtin) and isinstance(err.value, MPI.Exception)
 
 
 def test_object_arrays_rejected():
@@ -377,7 +392,13 @@ def test_bad_counts():
     with pytest.raises(ParamError, match="origin count must be an integer, not float"):
         as_buffer([x, 2.0, MPI.DOUBLE], writable=False)
     with pytest.raises(ParamError, match="origin count must be an integer, not tuple"):
-        as_buffer([x, (2, 0), MPI.DOUBLE], writable=False)
+        as_buffer([x, ((2,), 0), MPI.DOUBLE], writable=False)
+    with pytest.raises(BoundsError, match="origin displacement -1 is negative"):
+        as_buffer([x, (2, -1), MPI.DOUBLE], writable=False)
+    with pytest.raises(BoundsError, match="displacement 5 of .* is past the end of the 32-byte"):
+        as_buffer([x, (0, 5), MPI.DOUBLE], writable=False)
+    with pytest.raises(BoundsError, match="too small for count 3"):
+        as_buffer([x, 3, 2, MPI.DOUBLE], writable=False)
     with pytest.raises(DatatypeError, match="'bogus' is not a datatype"):
         as_buffer([x, "bogus"], writable=False)
 
@@ -404,8 +425,9 @@ def test_strided_array_with_datatypes(freed):
 
 def test_fortran_array_with_datatypes():
     f = np.asfortranarray(np.arange(6.0).reshape(2, 3))
-    # Its own element type: logical order, as without a datatype.
-    assert gather(as_buffer([f, MPI.DOUBLE], writable=False)) == f.tobytes(order="C")
+    # Its own element type: the raw memory too, as without a datatype (mpi4py).
+    assert gather(as_buffer([f, MPI.DOUBLE], writable=False)) == f.tobytes(order="F")
+    assert gather(as_buffer(f, writable=False)) == f.tobytes(order="F")
     # Any other datatype sees the raw memory, as MPI does.
     raw = as_buffer([f, MPI.BYTE], writable=False)
     assert raw.blocks.tolist() == [[0, 48]] and gather(raw) == f.tobytes(order="F")
@@ -422,7 +444,8 @@ class FakeDeviceArray:
         }
 
 
-def test_device_arrays():
+def test_device_arrays(fake_cuda):
+    fake_cuda.device_addresses.add(0x7F0000001000)
     dev = FakeDeviceArray((4, 8))
     with pytest.raises(ParamError, match="device memory is not supported"):
         as_buffer(dev, writable=False)

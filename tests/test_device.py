@@ -35,25 +35,50 @@ class BrokenDLPack:
 
 
 @pytest.mark.parametrize("obj", [np.zeros(4), bytearray(8), b"abc", memoryview(bytearray(3)),
-                                 np.zeros((3, 3))[:, 1], FakeDLPack(1), BrokenDLPack(), 5, None])
+                                 np.zeros((3, 3))[:, 1], FakeDLPack(1), BrokenDLPack(), 5, None,
+                                 FakeCAI(np.zeros(4))])
 def test_host_objects_are_not_device(obj):
+    # With no CUDA driver loaded no pointer is device memory, whatever
+    # interface describes it (mpi4py's tests hand over such objects).
     assert device.is_device(obj) is False
 
 
+def test_host_memory_behind_a_cuda_interface_moves_as_host_memory():
+    host = np.arange(16, dtype=np.float32)
+    buf = hixl_rma._datatypes.as_buffer(FakeCAI(host), writable=True)
+    assert buf.device is False and buf.address == host.ctypes.data and buf.size == host.nbytes
+    assert buf.dtype == np.float32 and buf.count == 16
+    buf.obj[3] = 42  # a host view of the same memory, no copy
+    assert host[3] == 42
+
+
+def test_the_pointer_decides_not_the_interface(fake_cuda):
+    host = np.zeros(4)
+    fake = FakeCAI(host)
+    assert device.is_device(fake) is False  # the driver calls it host memory
+    fake_cuda.device_addresses.add(host.ctypes.data)
+    assert device.is_device(fake) is True and device.is_device_pointer(host.ctypes.data)
+    assert not device.is_device_pointer(0) and not device.is_device_pointer(host.ctypes.data + 8)
+
+
 @pytest.mark.parametrize("obj", [FakeCAI(np.zeros(4)), FakeDLPack(2), FakeDLPack(13)])
-def test_device_objects_are_recognised(obj):
+def test_device_objects_are_recognised(obj, fake_cuda):
+    if hasattr(obj, "__cuda_array_interface__"):
+        fake_cuda.device_addresses.add(obj.__cuda_array_interface__["data"][0])
     assert device.is_device(obj) is True
 
 
-def test_device_buffer_is_described_without_copy():
+def test_device_buffer_is_described_without_copy(fake_cuda):
     host = np.arange(16, dtype=np.float32)
+    fake_cuda.device_addresses.add(host.ctypes.data)
     buf = hixl_rma._datatypes.as_buffer(FakeCAI(host), writable=True, allow_device=True)
     assert buf.device is True
     assert buf.address == host.ctypes.data and buf.size == host.nbytes
 
 
-def test_device_buffer_refused_where_host_only():
+def test_device_buffer_refused_where_host_only(fake_cuda):
     fake = FakeCAI(np.zeros(4))
+    fake_cuda.device_addresses.add(fake.__cuda_array_interface__["data"][0])
     with pytest.raises(hixl_rma.ParamError, match="device"):
         hixl_rma._datatypes.as_buffer(fake, writable=False)
     buf = hixl_rma._datatypes.as_buffer(fake, writable=False, allow_device=True)

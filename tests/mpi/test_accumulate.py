@@ -143,7 +143,7 @@ def test_undefined_op_raises(comm, rank, right, name, dt):
                  lambda: win.Accumulate(_origin(rank, dt, 1), right, None, OPS[name][1]),
                  lambda: win.Get_accumulate(_origin(rank, dt, 1), np.zeros(N, dt), right, None,
                                             OPS[name][0]),
-                 lambda: win.Fetch_and_op(_origin(rank, dt, 1), np.zeros(1, dt), right, 0,
+                 lambda: win.Fetch_and_op(_origin(rank, dt, 1)[:1], np.zeros(1, dt), right, 0,
                                           OPS[name][0])):
         with pytest.raises(DatatypeError) as err:
             call()

@@ -29,6 +29,7 @@ import hixl_rma
 from hixl_rma import (AccessError, BoundsError, DatatypeError, EpochError, HixlError, NotConnectedError,
                       ParamError, UnsupportedError, Win)
 
+from hixl_rma.errors import kind
 from mpiutil import barrier
 
 # "thread": a rank stuck in a collective is stopped rather than left out of step.
@@ -248,7 +249,7 @@ def origin_not_a_buffer(c):
         c.bad(lambda: c.win.Put(object(), c.right, 0))
 
 
-@case("win", ParamError, lambda c: r"origin must be a buffer or \[buffer, datatype\].* not a list of 3 items")
+@case("win", ParamError, lambda c: r"origin must be a buffer .*not int")
 def origin_python_list(c):
     with c.fence():
         c.bad(lambda: c.win.Put([1, 2, 3], c.right, 0))
@@ -347,7 +348,7 @@ def user_defined_op(c):
         op.Free()
 
 
-@case("win", DatatypeError, lambda c: r"Fetch_and_op: origin buffer holds no element")
+@case("win", DatatypeError, lambda c: r"Fetch_and_op: origin: expecting a single element, got 0")
 def fetch_and_op_empty_origin(c):
     with c.fence():
         c.bad(lambda: c.win.Fetch_and_op(np.zeros(0, np.int64), np.zeros(1, np.int64), c.right, 0))
@@ -365,7 +366,7 @@ def accumulate_target_type_differs(c):
         c.bad(lambda: c.win.Accumulate(ones(2), c.right, (0, 2, np.float64)))
 
 
-@case("win", DatatypeError, lambda c: r"compare type float64 differs from origin type int64")
+@case("win", DatatypeError, lambda c: r"mismatch in origin and compare datatypes \(int64 and float64\)")
 def compare_and_swap_type_mismatch(c):
     with c.fence():
         c.bad(lambda: c.win.Compare_and_swap(ones(1), np.ones(1), np.zeros(1, np.int64), c.right, 0))
@@ -508,9 +509,9 @@ def allocate_negative_size(c):
     c.bad(lambda: Win.Allocate(-8, comm=c.comm))
 
 
-@case("win", ParamError, lambda c: r"Shared_query needs a window made by Allocate_shared")
-def shared_query_on_created_window(c):
-    c.bad(lambda: c.win.Shared_query(0))
+@case("win", ParamError, lambda c: rf"Shared_query on window {W}: rank {c.size} is out of range")
+def shared_query_of_a_rank_out_of_range(c):
+    c.bad(lambda: c.win.Shared_query(c.size))
 
 
 @case("win", ParamError, lambda c: r"Attach needs a window made by Create_dynamic")
@@ -673,6 +674,14 @@ def test_catalogue_size():
     assert faces == {"win", "hixl", "engine"}
 
 
+# What mpi4py raises in these cases besides MPI.Exception: ours is that too.
+MPI4PY_BUILTIN = {"rank_of_wrong_type": TypeError, "origin_not_a_buffer": TypeError,
+                  "origin_python_list": TypeError, "get_into_readonly_array": BufferError,
+                  "get_into_bytes": BufferError, "fetch_into_readonly_result": BufferError,
+                  "fetch_and_op_empty_origin": ValueError, "compare_and_swap_type_mismatch": ValueError,
+                  "create_over_readonly_memory": BufferError}
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_misuse(ctx, name):
     fn, exc_class, match = CASES[name]
@@ -688,8 +697,11 @@ def test_misuse(ctx, name):
     c.err = None
     if err is None:
         problems.append("no exception")
-    elif type(err) is not exc_class:
+    elif kind(err) is not exc_class:
         problems.append(f"raised {type(err).__name__} ({err}), expected {exc_class.__name__}")
+    elif not (isinstance(err, MPI.Exception) and isinstance(err, MPI4PY_BUILTIN.get(name, MPI.Exception))):
+        problems.append(f"raised {type(err).__name__} ({err}), which is not what mpi4py raises "
+                        f"({MPI4PY_BUILTIN.get(name, MPI.Exception).__name__})")
     else:
         import re
         if not re.search(match(c), str(err)):
@@ -719,7 +731,7 @@ def test_window_on_split_communicator(comm, rank, size):
         win.Put(np.ones(1, np.int64), sub.Get_size(), 0)
         problems.append("Put to a rank outside the sub-communicator was accepted")
     except ParamError as exc:
-        if type(exc) is not ParamError or f"rank {sub.Get_size()} is out of range for a communicator of " \
+        if kind(exc) is not ParamError or f"rank {sub.Get_size()} is out of range for a communicator of " \
                                            f"{sub.Get_size()} ranks" not in str(exc):
             problems.append(f"wrong error: {type(exc).__name__}: {exc}")
     win.Fence(hixl_rma.MODE_NOSUCCEED)
@@ -756,12 +768,13 @@ FINALIZED = textwrap.dedent(r'''
     from mpi4py import MPI
     import hixl_rma
     from hixl_rma import ParamError, Win
+    from hixl_rma.errors import kind
 
     def expect(name, fn, exc, text):
         try:
             fn()
         except exc as e:
-            ok = type(e) is exc and text in str(e)
+            ok = kind(e) is exc and text in str(e)
             print(("OK " if ok else "BAD ") + name + ": " + type(e).__name__ + ": " + str(e), flush=True)
             return
         except BaseException as e:

@@ -7,6 +7,7 @@ import pytest
 from mpi4py import MPI
 
 import hixl_rma
+from hixl_rma.errors import kind
 from hixl_rma import BoundsError, DatatypeError, EpochError, ParamError, Win
 
 from mpiutil import barrier, pattern
@@ -122,7 +123,7 @@ def test_bad_rma_is_refused(comm, rank, size, left, right, case):
     win.Fence()
     win.Free()
     vec.Free()
-    assert type(err.value) is exc_class
+    assert kind(err.value) is exc_class
     assert err.value.status == hixl_rma.PARAM_INVALID
     np.testing.assert_array_equal(unchanged, old)
     np.testing.assert_array_equal(buf, np.r_[old[:N - 2], pattern(2, left)])
@@ -170,7 +171,7 @@ def test_rma_outside_epoch_writes_nothing(comm, rank, right):
     win.Put(pattern(1, rank), right, 0)
     win.Fence()
     win.Free()
-    assert type(err.value) is EpochError and err.value.status == hixl_rma.FAILED
+    assert kind(err.value) is EpochError and err.value.status == hixl_rma.FAILED
     np.testing.assert_array_equal(unchanged, old)
     assert buf[0] == pattern(1, (rank - 1) % comm.Get_size())[0]
 
@@ -201,7 +202,7 @@ def test_use_after_free(comm, rank, right):
             call()
         errors[name] = err.value
     barrier(comm)
-    assert all(type(e) is ParamError and e.status == hixl_rma.PARAM_INVALID
+    assert all(kind(e) is ParamError and e.status == hixl_rma.PARAM_INVALID
                for e in errors.values())
     np.testing.assert_array_equal(buf, old)
 

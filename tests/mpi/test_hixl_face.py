@@ -7,6 +7,7 @@ import pytest
 from mpi4py import MPI
 
 import hixl_rma
+from hixl_rma.errors import kind
 import hixl_rma as hixl
 from hixl_rma import AccessError, BoundsError, ParamError
 
@@ -80,7 +81,7 @@ def test_read_only_region_refuses_put(comm, rank, right):
     hixl.Fence(comm)
     unchanged = buf.copy()
     hixl.DeregisterMemory(handle)
-    assert type(err.value) is AccessError and err.value.status == hixl_rma.PARAM_INVALID
+    assert kind(err.value) is AccessError and err.value.status == hixl_rma.PARAM_INVALID
     np.testing.assert_array_equal(unchanged, old)
     np.testing.assert_array_equal(out, np.arange(4, 8, dtype=np.uint8) + right)
 
@@ -96,7 +97,7 @@ def test_write_only_region_refuses_get(comm, rank, left, right):
     hixl.Fence(comm)
     got = buf.copy()
     hixl.DeregisterMemory(handle)
-    assert type(err.value) is AccessError and err.value.status == hixl_rma.PARAM_INVALID
+    assert kind(err.value) is AccessError and err.value.status == hixl_rma.PARAM_INVALID
     np.testing.assert_array_equal(out, [7] * 4)                     # nothing was read
     np.testing.assert_array_equal(got, np.r_[np.zeros(4, np.uint8), pattern(4, left, np.uint8)])
 
@@ -136,7 +137,7 @@ def test_deregistered_handle(comm, rank, right):
     with pytest.raises(ParamError, match="DeregisterMemory: the memory handle has been deregistered"):
         hixl.DeregisterMemory(handle)
     hixl.Fence(comm)                   # nothing left to complete: only the barrier
-    assert type(err.value) is ParamError and err.value.status == hixl_rma.PARAM_INVALID
+    assert kind(err.value) is ParamError and err.value.status == hixl_rma.PARAM_INVALID
     np.testing.assert_array_equal(buf, np.zeros(8, np.uint8))
 
 

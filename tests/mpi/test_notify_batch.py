@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import hixl_rma
+from hixl_rma.errors import kind
 from hixl_rma import BoundsError, HixlTimeoutError, ParamError, Win
 
 from mpiutil import barrier
@@ -284,5 +285,5 @@ def test_batch_bounds_and_params(comm, rank, right):
     win.Free()
     assert "block 7" in str(last_oob.value), str(last_oob.value)
     assert "block 2" in str(neg.value), str(neg.value)
-    assert type(short.value) is ParamError, repr(short.value)
+    assert kind(short.value) is ParamError, repr(short.value)
     np.testing.assert_array_equal(after, before)

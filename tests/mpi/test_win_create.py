@@ -133,9 +133,13 @@ def test_create_bad_info_and_disp_unit(comm):
     buf = np.zeros(4, np.uint8)
     with pytest.raises(ParamError, match="info must be") as err:
         Win.Create(buf, info=[("a", "b")], comm=comm)
-    assert err.value.status == hixl_rma.PARAM_INVALID
-    for bad in (0, -4, 2.0, True):
-        with pytest.raises(ParamError, match="disp_unit must be a positive int"):
+    assert err.value.status == hixl_rma.PARAM_INVALID and isinstance(err.value, TypeError)
+    for bad in (0, -4):
+        with pytest.raises(ParamError, match="disp_unit must be a positive int") as err:
+            Win.Create(buf, disp_unit=bad, comm=comm)
+        assert err.value.Get_error_class() == MPI.ERR_DISP
+    for bad in (2.0, "8", None):
+        with pytest.raises(TypeError, match="disp_unit must be an integer"):
             Win.Create(buf, disp_unit=bad, comm=comm)
     with pytest.raises(ParamError, match="window memory must be contiguous"):
         Win.Create(np.zeros(8, np.int64)[::2], comm=comm)
@@ -247,9 +251,13 @@ def test_allocate_zero_size_on_some_ranks(comm, rank, left, right):
 
 
 def test_allocate_bad_size(comm):
-    for bad in (-1, 1.5, "8"):
-        with pytest.raises(ParamError, match="window size must be a non-negative int"):
+    with pytest.raises(ParamError, match="window size must be a non-negative int") as err:
+        Win.Allocate(-1, comm=comm)
+    assert err.value.Get_error_class() == MPI.ERR_SIZE
+    for bad in (1.5, "8"):
+        with pytest.raises(ParamError, match="window size must be an integer") as err:
             Win.Allocate(bad, comm=comm)
+        assert isinstance(err.value, TypeError)
 
 
 # ------------------------------------------------------------ Allocate_shared
@@ -271,8 +279,9 @@ def test_allocate_shared_direct_access(comm, rank, left, right):
     mine[:] = -1
     if not _shared_memory_transports():
         # Without a shared-memory transport nothing is mapped: say so, do not crash.
-        with pytest.raises(hixl_rma.UnsupportedError, match="not mapped into this process"):
+        with pytest.raises(hixl_rma.UnsupportedError, match="not mapped into this process") as err:
             win.Shared_query(right)
+        assert isinstance(err.value, NotImplementedError)
         win.Free()
         return
     peer_mem, unit = win.Shared_query(right)
@@ -304,11 +313,34 @@ def test_allocate_shared_direct_access(comm, rank, left, right):
     assert len(memoryview(first).cast("B")) == n * 4
 
 
-def test_shared_query_needs_shared_window(comm):
-    win = Win.Allocate(8, comm=comm)
-    with pytest.raises(ParamError, match="Shared_query needs a window made by Allocate_shared"):
-        win.Shared_query(0)
+@pytest.mark.parametrize("flavor", ["create", "allocate"])
+def test_shared_query_on_every_flavor(comm, rank, left, right, flavor):
+    """MPI 4.1: Shared_query works on any window; a rank's memory this
+    process cannot load and store is an empty buffer (with its disp_unit)."""
+    own = np.full(4, rank, np.int64)
+    win = Win.Create(own, 8, comm=comm) if flavor == "create" else Win.Allocate(32, 8, comm=comm)
+    if flavor == "allocate":
+        own = np.frombuffer(win.tomemory(), np.int64)
+        own[:] = rank
+    mem, unit = win.Shared_query(rank)
+    assert unit == 8 and type(mem) is MPI.buffer
+    assert mem.address == own.ctypes.data and mem.nbytes == 32
+    peer, unit = win.Shared_query(right)
+    assert unit == 8 and type(peer) is MPI.buffer
+    win.Fence()
+    if flavor == "allocate" and _shared_memory_transports() and comm.Get_size() > 1:
+        # Engine memory of a same-node rank is mapped here: plain stores reach it.
+        assert peer.nbytes == 32
+        np.frombuffer(peer, np.int64)[1] = 100 + rank
+    else:
+        # Plain user memory of another process (cma only), or no mapping.
+        assert (peer.address, peer.nbytes) == ((own.ctypes.data, 32) if right == rank else (0, 0))
+        win.Put(np.array([100 + rank], np.int64), right, 1)
+    win.Fence()
+    got = own.copy()
     win.Free()
+    np.testing.assert_array_equal(got, [rank, 100 + left if comm.Get_size() > 1 else 100 + rank,
+                                        rank, rank])
 
 
 # ------------------------------------------------------------- Create_dynamic
@@ -344,7 +376,7 @@ def test_dynamic_attach_detach(comm, rank, left, right, address_of):
     win.Fence()
     got_a, got_b = region_a.copy(), region_b.copy()
     win.Detach(region_a)
-    with pytest.raises(ParamError, match="Detach: no region attached"):
+    with pytest.raises(ParamError, match="Detach: no region of 128 bytes is attached at address"):
         win.Detach(region_a)
     win.Free()
     want_a = np.zeros(16, np.int64)
@@ -364,13 +396,15 @@ def test_attach_needs_dynamic_window(comm):
 # -------------------------------------------------------------- Free, `with`
 
 @pytest.mark.core
-def test_free_is_idempotent_and_final(comm, rank, right):
+def test_free_is_final_and_a_second_free_raises(comm, rank, right):
     buf = np.zeros(2, np.int64)
     win = Win.Create(buf, disp_unit=8, comm=comm)
     win.Free()
-    win.Free()                        # a second Free does nothing
-    win.free()
-    assert "freed" in repr(win)
+    with pytest.raises(ParamError, match="Free: window .* has been freed") as err:
+        win.Free()                    # as mpi4py: freeing MPI_WIN_NULL is an error
+    assert isinstance(err.value, MPI.Exception) and err.value.Get_error_class() == MPI.ERR_WIN
+    win.free()                        # mpi4py's lower-case free: only if not null
+    assert "freed" in repr(win) and not win and win == hixl_rma.win.WIN_NULL
     with pytest.raises(ParamError, match="has been freed"):
         win.tomemory()
     with pytest.raises(ParamError, match="has been freed"):
@@ -395,6 +429,17 @@ def test_context_manager(comm, rank, left, right):
         win2.tomemory()
 
 
-def test_win_cannot_be_constructed_directly():
-    with pytest.raises(ParamError, match="use Win.Create"):
-        Win()
+def test_win_constructor_gives_null_windows_and_aliases(comm, rank, left, right):
+    null = Win()
+    assert not null and null == hixl_rma.win.WIN_NULL and repr(null) == "<hixl_rma.Win MPI_WIN_NULL>"
+    with pytest.raises(ParamError, match="is the null window"):
+        null.Fence()
+    buf = np.zeros(2, np.int64)
+    win = Win.Create(buf, disp_unit=8, comm=comm)
+    alias = Win(win)
+    alias.Fence()
+    alias.Put(pattern(1, rank), right, 1)   # one window: the alias opens and uses its epochs
+    win.Fence()
+    alias.Free()
+    assert not win
+    assert buf[1] == pattern(1, left)[0]

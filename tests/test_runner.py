@@ -1,0 +1,141 @@
+"""``python -m hixl_rma prog.py``: an unmodified mpi4py program runs on
+hixl_rma.Win; ``hixl_rma.dropin.install()`` does the same in-process.
+
+The programs here are written for mpi4py alone (they never import hixl_rma)
+and run under ``mpiexec -n 2``."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.timeout(120)
+
+MPIEXEC = os.environ.get("MPIEXEC", "mpiexec")
+RUN_TIMEOUT_S = 60
+
+# A small "library" written against MPI.Win only, as third-party code is.
+PROGRAM = textwrap.dedent(r'''
+    import sys
+    import numpy as np
+    from mpi4py import MPI
+    from mpi4py.util import sync
+
+    comm = MPI.COMM_WORLD
+    rank, size = comm.Get_rank(), comm.Get_size()
+    buf = np.zeros(4, np.int64)
+    win = MPI.Win.Create(buf, True, MPI.INFO_NULL, comm)  # disp_unit given as a bool, as some code does
+    assert type(win).__module__ == "hixl_rma.win", type(win)
+    assert isinstance(win, MPI.Win) and MPI.WIN_NULL == MPI.Win()
+    win.Lock((rank + 1) % size)
+    win.Put(np.full(1, 10 + rank, np.int64), (rank + 1) % size, 8)
+    win.Unlock((rank + 1) % size)
+    comm.Barrier()
+    win.Lock_all()
+    reqs = [win.Rget(np.zeros(1, np.int64), (rank + 1) % size, 8), comm.Isend(b"x", rank, 7),
+            comm.Irecv(bytearray(1), rank, 7)]
+    MPI.Request.Waitall(reqs)  # the window's requests and mpi4py's, mixed
+    assert all(isinstance(r, MPI.Request) for r in reqs)
+    win.Unlock_all()
+    counter = sync.Counter(comm=comm)  # mpi4py.util.sync builds on MPI.Win.Allocate
+    got = sorted(comm.allgather(counter.next()))
+    counter.free()
+    with sync.Mutex(comm=comm) as mutex:
+        assert mutex.locked()
+    comm.Barrier()
+    win.Free()
+    print(f"rank {rank} argv={sys.argv[1:]} name={__name__} value={buf[1]} counter={got}", flush=True)
+''')
+
+
+def _run(cmd, env=None, timeout=RUN_TIMEOUT_S):
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True, env=env)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        pytest.fail(f"{cmd} hung for {timeout} s; output:\n{out}")
+    return p.returncode, out
+
+
+def test_runner_runs_an_unmodified_mpi4py_program(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    rc, out = _run([MPIEXEC, "-n", "2", sys.executable, "-m", "hixl_rma", str(prog), "a", "--b"])
+    assert rc == 0, out
+    for rank in (0, 1):
+        assert f"rank {rank} argv=['a', '--b'] name=__main__ value={10 + 1 - rank} counter=[0, 1]" in out, out
+
+
+def test_runner_runs_a_module(tmp_path):
+    (tmp_path / "mymod.py").write_text(PROGRAM)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    rc, out = _run([MPIEXEC, "-n", "2", sys.executable, "-m", "hixl_rma", "-m", "mymod", "x"], env=env)
+    assert rc == 0, out
+    assert "rank 1 argv=['x'] name=__main__ value=10 counter=[0, 1]" in out, out
+
+
+def test_plain_mpi4py_is_untouched_without_the_runner(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text("from mpi4py import MPI\nimport hixl_rma\nprint(MPI.Win.__module__)\n")
+    rc, out = _run([sys.executable, str(prog)])
+    assert rc == 0 and out.split()[-1] == "mpi4py.MPI", out
+
+
+def test_runner_usage():
+    rc, out = _run([sys.executable, "-m", "hixl_rma"])
+    assert rc == 2 and "usage: python -m hixl_rma" in out
+    rc, out = _run([sys.executable, "-m", "hixl_rma", "-m"])
+    assert rc == 2 and "usage" in out
+    rc, out = _run([sys.executable, "-m", "hixl_rma", "--help"])
+    assert rc == 0 and "usage" in out
+
+
+def test_install_and_uninstall_in_process():
+    code = textwrap.dedent('''
+        from mpi4py import MPI
+        import hixl_rma, hixl_rma.dropin as d
+        orig_win, orig_req = MPI.Win, MPI.Request
+        d.install(); d.install()  # idempotent
+        assert MPI.Win is hixl_rma.Win and MPI.WIN_NULL is hixl_rma.win.WIN_NULL and d.installed()
+        req = MPI.COMM_WORLD.Ibarrier()
+        assert isinstance(req, MPI.Request) and issubclass(MPI.Prequest, MPI.Request)
+        assert MPI.Request.Waitall([req])
+        assert d.original("Win") is orig_win
+        d.uninstall()
+        assert MPI.Win is orig_win and MPI.Request is orig_req and not d.installed()
+        print("ok")
+    ''')
+    rc, out = _run([sys.executable, "-c", code])
+    assert rc == 0 and out.split()[-1] == "ok", out
+
+
+def test_a_rank_that_never_joins_creation_is_a_timeout(tmp_path):
+    """Window creation is collective and bounded: a rank that never calls
+    Create leaves the others with HixlTimeoutError within the timeout."""
+    prog = tmp_path / "late.py"
+    prog.write_text(textwrap.dedent('''
+        import os, time
+        import numpy as np
+        from mpi4py import MPI
+        import hixl_rma
+        hixl_rma.Init()
+        if MPI.COMM_WORLD.Get_rank() == 1:
+            time.sleep(6)   # never joins the creation in time
+            os._exit(0)
+        t0 = time.monotonic()
+        try:
+            MPI.Win.Create(np.zeros(4), 8, MPI.INFO_NULL, MPI.COMM_WORLD)
+        except hixl_rma.HixlTimeoutError as exc:
+            print(f"TIMEOUT after {time.monotonic() - t0:.1f} s: {exc}", flush=True)
+        os._exit(0)
+    '''))
+    env = dict(os.environ, HIXL_RMA_TIMEOUT_MS="2000")
+    rc, out = _run([MPIEXEC, "-n", "2", sys.executable, "-m", "hixl_rma", str(prog)], env=env)
+    line = next((ln for ln in out.splitlines() if ln.startswith("TIMEOUT after")), None)
+    assert line is not None, out
+    assert float(line.split()[2]) < 2.0 + 2.0 and "window creation" in line, out

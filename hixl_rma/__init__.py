@@ -23,4 +23,5 @@ from .hixl_api import (  # noqa: E402
     DeregisterMemory, Fence, Get, GetRank, GetSize, GetWorldCommunicator, MemoryHandle, Put,
     RegisterMemory)
 from .hixl_api import Finalize  # noqa: E402,F811  (also deregisters HIXL-style handles)
-from .ops import BAND, BOR, BXOR, LAND, LOR, LXOR, MAX, MIN, NO_OP, PROD, REPLACE, SUM, Op  # noqa: E402
+from .ops import (BAND, BOR, BXOR, LAND, LOR, LXOR, MAX, MAXLOC, MIN, MINLOC, NO_OP, PROD,  # noqa: E402
+                  REPLACE, SUM, Op)

@@ -20,6 +20,7 @@ from mpi4py.util import dtlib
 
 from .device import is_device, is_device_pointer, with_cai
 from .errors import BoundsError, DatatypeError, ParamError, also
+from .ops import is_pair
 
 __all__ = [
     "Buffer",
@@ -305,7 +306,11 @@ def _mpi_typemap(datatype):
     if not datatype:
         raise DatatypeError("MPI.DATATYPE_NULL cannot describe data")
     if datatype.is_predefined:
-        tm = _PREDEFINED[datatype.handle] = _build_typemap(datatype)
+        tm = _build_typemap(datatype)
+        pair = _pair_dtype(datatype, tm)
+        if pair is not None:
+            tm = Typemap(tm.blocks, tm.extent, pair)
+        _PREDEFINED[datatype.handle] = tm
         return tm
     if _keyval is None:
         _keyval = MPI.Datatype.Create_keyval()
@@ -583,9 +588,28 @@ def _truncate(blocks, nbytes):
     return out
 
 
+_PAIRS = ("FLOAT_INT", "DOUBLE_INT", "LONG_INT", "TWOINT", "SHORT_INT", "LONG_DOUBLE_INT")
+
+
+def _pair_dtype(datatype, tm):
+    """For MPI's (value, index) pair types (MPI.DOUBLE_INT, ...): the packed
+    numpy dtype of their data bytes in order, fields "value" and "index"
+    (MAXLOC / MINLOC compute on it); None for any other datatype."""
+    for name in _PAIRS:
+        if datatype == getattr(MPI, name, None):
+            break
+    else:
+        return None
+    value = np.dtype(np.intc) if name == "TWOINT" else dtlib.to_numpy_dtype(datatype)["f0"]
+    pair = np.dtype({"names": ["value", "index"], "formats": [value, np.intc],
+                     "offsets": [0, value.itemsize], "itemsize": value.itemsize + np.dtype(np.intc).itemsize})
+    return pair if pair.itemsize == tm.size else None
+
+
 def _element_dtype(dt):
-    """The homogeneous element type of an array dtype, None if mixed."""
-    if dt.names is None:
+    """The homogeneous element type of an array dtype, None if mixed; a
+    (value, index) pair dtype is its own element type (MAXLOC, MINLOC)."""
+    if dt.names is None or is_pair(dt):
         return dt
     tm = typemap(dt)
     return tm.base if tm.contiguous else None

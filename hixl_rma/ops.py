@@ -12,22 +12,48 @@ def _logical(fn):
     return apply
 
 
+def _loc(better):
+    """MAXLOC / MINLOC on (value, index) pairs: the better value, and on a tie
+    the smaller index (MPI's rule)."""
+    def apply(target, origin):
+        ov, tv = origin["value"], target["value"]
+        take = better(ov, tv) | ((ov == tv) & (origin["index"] < target["index"]))
+        return np.where(take, origin, target)
+    return apply
+
+
+def is_pair(dtype):
+    """A (value, index) pair type: MPI.DOUBLE_INT and its kin, or a numpy
+    structured dtype with those two fields, the index an integer."""
+    return (dtype is not None and dtype.names == ("value", "index")
+            and dtype["index"].kind in "iu" and dtype["value"].kind in "iuf")
+
+
 class Op:
     """A predefined reduction: ``apply(target_values, origin_values) -> new``."""
 
-    __slots__ = ("name", "apply", "kinds", "native")
+    __slots__ = ("name", "apply", "kinds", "native", "pairs")
 
-    def __init__(self, name, apply, kinds, native=None):
+    def __init__(self, name, apply, kinds, native=None, pairs=False):
         self.name = name
         self.apply = apply
         self.kinds = kinds    # numpy dtype kinds it is defined for
         self.native = native  # engine atomic for one 8-byte integer, if any
+        self.pairs = pairs    # defined for (value, index) pair types only (MAXLOC, MINLOC)
 
     def check(self, dtype, what):
         """Raise DatatypeError unless the op is defined for dtype."""
-        if dtype is None or dtype.kind not in self.kinds or dtype.names is not None:
+        if self.pairs:
+            ok = is_pair(dtype)
+        elif "V" in self.kinds:  # REPLACE, NO_OP: any element, moved as bytes
+            ok = dtype is not None
+        else:
+            ok = dtype is not None and dtype.kind in self.kinds and dtype.names is None
+        if not ok:
             raise DatatypeError(f"{what}: op {self.name} is not defined for datatype "
-                                f"{'raw bytes' if dtype is None else dtype}")
+                                f"{'raw bytes' if dtype is None else dtype}"
+                                + (" (it takes (value, index) pair types such as MPI.DOUBLE_INT)"
+                                   if self.pairs else ""))
 
     def __repr__(self):
         return f"<hixl_rma.Op {self.name}>"
@@ -46,11 +72,13 @@ BOR = Op("BOR", np.bitwise_or, _INT, "OR")
 BXOR = Op("BXOR", np.bitwise_xor, _INT, "XOR")
 REPLACE = Op("REPLACE", lambda target, origin: origin, _NUM + "V", "SWAP")
 NO_OP = Op("NO_OP", lambda target, origin: target, _NUM + "V", "NOOP")
+MAXLOC = Op("MAXLOC", _loc(np.greater), "iuf", pairs=True)
+MINLOC = Op("MINLOC", _loc(np.less), "iuf", pairs=True)
 
 # MPI.Op is not hashable: a list of pairs.
 _BY_MPI = [(MPI.SUM, SUM), (MPI.PROD, PROD), (MPI.MAX, MAX), (MPI.MIN, MIN), (MPI.LAND, LAND),
            (MPI.LOR, LOR), (MPI.LXOR, LXOR), (MPI.BAND, BAND), (MPI.BOR, BOR), (MPI.BXOR, BXOR),
-           (MPI.REPLACE, REPLACE), (MPI.NO_OP, NO_OP)]
+           (MPI.REPLACE, REPLACE), (MPI.NO_OP, NO_OP), (MPI.MAXLOC, MAXLOC), (MPI.MINLOC, MINLOC)]
 
 
 def as_op(op, what):
@@ -79,4 +107,4 @@ def native_atomic(op, dtype):
 
 
 __all__ = ["Op", "SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR",
-           "REPLACE", "NO_OP", "as_op", "native_atomic"]
+           "REPLACE", "NO_OP", "MAXLOC", "MINLOC", "as_op", "is_pair", "native_atomic"]

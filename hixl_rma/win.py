@@ -20,6 +20,7 @@ from .attributes import AttributeMixin
 from .comm import as_communicator
 from .device import device_view, is_device, with_cai
 from .dynamic import Regions
+from . import shared
 from .accumulate import AccumulateMixin
 from .epochs import EpochMixin
 from .batch import BatchMixin
@@ -207,12 +208,25 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
         self._memory = None     # the object whose memory the window exposes (kept alive)
         self._handle = None     # engine registration of the window memory
         self._regions = None    # dynamic: the attached regions (dynamic.Regions)
+        self._segment = None    # Allocate_shared: the segment of all ranks (shared.Segment)
         self._device = False    # the local window memory is device memory
         self._init_epochs()
         self._init_attributes()
         try:
-            self._disp_unit = _check_disp_unit(disp_unit)
-            self._info = _info_dict(info)
+            error = None
+            try:
+                self._disp_unit = _check_disp_unit(disp_unit)
+                self._info = _info_dict(info)
+                if flavor in (C.WIN_FLAVOR_ALLOCATE, C.WIN_FLAVOR_SHARED):
+                    memory = _check_size(memory)
+            except HixlError as exc:
+                error = exc
+            if flavor == C.WIN_FLAVOR_SHARED:
+                # Collective even where the arguments failed (size -1).
+                self._segment = shared.allocate(self, -1 if error else memory,
+                                                self._info.get("alloc_shared_noncontig") == "true")
+            if error is not None:
+                raise error
             base, size = self._expose(memory)
             self._ctrl_handle, self._ctrl = _alloc(self._engine, CTRL.nbytes(self._comm.size))
             self._ctrl64 = self._ctrl.view(np.uint64)
@@ -261,6 +275,10 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
         """Register the window memory; returns (base, size)."""
         if memory is None or memory is MPI.BOTTOM:
             return 0, 0
+        if self._segment is not None:  # Allocate_shared: this rank's part of the segment
+            ptr = self._segment.pointer(self._comm.rank)
+            self._memory = _mapped_array(ptr, memory)
+            return (ptr, memory) if memory else (0, 0)
         if self._flavor in (C.WIN_FLAVOR_ALLOCATE, C.WIN_FLAVOR_SHARED):  # engine-owned memory
             if memory == 0:
                 self._memory = np.zeros(0, np.uint8)
@@ -292,12 +310,14 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
     @classmethod
     def Allocate(cls, size, disp_unit=1, info=C.INFO_NULL, comm=C.COMM_SELF):
         """Create a window over engine-allocated memory (collective)."""
-        return cls._new(comm, _check_size(size), C.WIN_FLAVOR_ALLOCATE, disp_unit, info)
+        return cls._new(comm, size, C.WIN_FLAVOR_ALLOCATE, disp_unit, info)
 
     @classmethod
     def Allocate_shared(cls, size, disp_unit=1, info=C.INFO_NULL, comm=C.COMM_SELF):
-        """Allocate memory that same-node ranks map directly (Shared_query)."""
-        return cls._new(comm, _check_size(size), C.WIN_FLAVOR_SHARED, disp_unit, info)
+        """Allocate memory that same-node ranks map directly (Shared_query):
+        one segment, contiguous across ranks in rank order, unless info
+        ``alloc_shared_noncontig`` is "true"."""
+        return cls._new(comm, size, C.WIN_FLAVOR_SHARED, disp_unit, info)
 
     @classmethod
     def Create_dynamic(cls, info=C.INFO_NULL, comm=C.COMM_SELF):
@@ -307,11 +327,13 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
     # ------------------------------------------------------------ teardown
 
     def _teardown_local(self, keep_comm=False):
-        """Release this rank's registrations and, unless ``keep_comm``, the
-        window's communicator (no collective, no waiting)."""
+        """Release this rank's registrations and, unless ``keep_comm`` (Free
+        between its barriers), the window's communicator and the shared
+        segment (no collective, no waiting)."""
         self._fast.disable()
         eng = self._engine
         regions = self._regions.handles() if self._regions is not None else []
+        regions += self._segment.handles() if self._segment is not None else []
         for h in [self._handle, getattr(self, "_ctrl_handle", None)] + regions:
             if h is not None and h.registered and not eng.finalized:
                 try:
@@ -324,13 +346,17 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
         self._freed = True
         self._rt.windows.discard(self)
         if not keep_comm:
-            self._free_comm()
+            self._free_last()
 
-    def _free_comm(self):
-        try:
-            self._comm.free()
-        except Exception:  # teardown goes on: MPI may be failing
-            pass
+    def _free_last(self):
+        """What goes once every rank has released its part: the shared
+        segment (rank 0 allocated it) and the window's communicator."""
+        for release in ((self._segment.release if self._segment is not None else None), self._comm.free):
+            try:
+                if release is not None:
+                    release()
+            except Exception:  # teardown goes on: the engine or MPI may be failing
+                pass
 
     def Free(self):
         """Free the window (collective); no epoch may be open."""
@@ -350,7 +376,7 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
             # Peers must not see a region vanish while they could still use it.
             _rt.barrier(self._comm.comm, self._rt.timeout_ms, self._comm.world_ranks)
         finally:
-            self._free_comm()
+            self._free_last()
 
     def free(self):
         """Free the window if it is not null (mpi4py's ``free``; idempotent)."""
@@ -422,13 +448,7 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
         t = self._targets[rank]
         if rank == self._comm.rank:
             return self.tomemory(), t.disp_unit
-        ptr = 0
-        if t.size and t.mem_type == _engine.MEM_HOST and self._flavor != C.WIN_FLAVOR_DYNAMIC \
-                and _engine.HAS_EXTENSIONS:
-            try:
-                ptr = self._engine.remote_ptr(t.addr, t.base, t.size)
-            except HixlError:
-                ptr = 0  # another node, or memory the engine cannot map here
+        ptr = self._mapped(t)
         if not ptr:
             if self._flavor == C.WIN_FLAVOR_SHARED and t.size:
                 raise UnsupportedError(
@@ -573,13 +593,21 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
         hand t to the hot path, with a direct pointer when t is mapped here."""
         if self._fast.is_ready(t.rank) or self._flavor == C.WIN_FLAVOR_DYNAMIC:
             return
-        mapped = 0
-        if t.size and t.mem_type == _engine.MEM_HOST and _engine.HAS_EXTENSIONS:
-            try:
-                mapped = self._engine.remote_ptr(t.addr, t.base, t.size)
-            except HixlError:
-                mapped = 0  # not on this node, or not UCX-allocated: engine posts
-        self._fast.set_ready(t.rank, t.addr, mapped)
+        self._fast.set_ready(t.rank, t.addr, self._mapped(t))
+
+    def _mapped(self, t):
+        """Where t's window memory is mapped into this process, or 0: its
+        part of the shared segment, or same-node engine memory."""
+        if not t.size or t.mem_type != _engine.MEM_HOST or self._flavor == C.WIN_FLAVOR_DYNAMIC:
+            return 0
+        if self._segment is not None:
+            return self._segment.pointer(t.rank)
+        if not _engine.HAS_EXTENSIONS:
+            return 0
+        try:
+            return self._engine.remote_ptr(t.addr, t.base, t.size)
+        except HixlError:
+            return 0  # not on this node, or not UCX-allocated: the engine moves it
 
     def _check_mode(self, t, op, what):
         if t.access == C.ACCESS_READ_ONLY and op == _WRITE:
@@ -656,6 +684,13 @@ def Get_address(memory):
 def _origin(spec, writable):
     """An origin buffer: host memory, or device memory at any level of a spec."""
     return as_buffer(spec, writable=writable, allow_device=True)
+
+
+def _mapped_array(address, nbytes):
+    """A uint8 array over memory mapped into this process (its owner keeps it)."""
+    if not nbytes:
+        return np.zeros(0, np.uint8)
+    return np.ctypeslib.as_array((ctypes.c_ubyte * nbytes).from_address(address))
 
 
 def _check_size(size):

@@ -386,3 +386,45 @@ def test_request_based(comm, rank, left, right, dt):
     r1 = _init(right, dt) + _origin(rank, dt, 1)
     np.testing.assert_array_equal(got_res, r1)
     np.testing.assert_array_equal(final, _init(rank, dt) + _origin(left, dt, 1) + _origin(left, dt, 2))
+
+
+# ------------------------------------------------------------ MAXLOC / MINLOC
+
+@pytest.mark.parametrize("op, pick", [(MPI.MAXLOC, max), (MPI.MINLOC, min)])
+def test_maxloc_minloc_on_pair_types(comm, rank, size, op, pick):
+    """Every rank accumulates (value, its rank) pairs into rank 0's window;
+    MPI's rule: the better value wins, a tie goes to the smaller index."""
+    pair = np.dtype([("value", "f8"), ("index", "i4")], align=True)  # MPI.DOUBLE_INT's layout
+    assert pair.itemsize == MPI.DOUBLE_INT.Get_extent()[1]
+    buf = np.zeros(3, pair)
+    buf["value"] = [0.5, -1e9 if op == MPI.MAXLOC else 1e9, 7.0]
+    buf["index"] = [99, 99, 99]
+    win = Win.Create(buf, disp_unit=pair.itemsize, comm=comm)
+    mine = np.zeros(3, pair)
+    mine["value"] = [rank % 2, rank, 7.0]  # slot 0: ties between ranks; slot 2: ties with the target
+    mine["index"] = rank
+    win.Lock(0, hixl_rma.LOCK_SHARED)
+    win.Accumulate([mine, 3, MPI.DOUBLE_INT], 0, (0, 3, MPI.DOUBLE_INT), op)
+    win.Unlock(0)
+    barrier(comm)
+    got = buf.copy()
+    if rank == 0:
+        old = np.zeros(1, pair)
+        win.Lock(0, hixl_rma.LOCK_SHARED)
+        win.Get_accumulate([mine[:1], 1, MPI.DOUBLE_INT], [old, 1, MPI.DOUBLE_INT], 0,
+                           (0, 1, MPI.DOUBLE_INT), MPI.NO_OP)
+        win.Unlock(0)
+        assert old[0] == got[0]
+    win.Lock(0, hixl_rma.LOCK_SHARED)
+    with pytest.raises(DatatypeError, match="takes \\(value, index\\) pair types"):
+        win.Accumulate(np.zeros(2), 0, None, op)  # not a pair type
+    win.Unlock(0)
+    barrier(comm)
+    win.Free()
+    if rank == 0:
+        candidates = [(0.5, 99)] + [(r % 2, r) for r in range(size)]
+        best = pick(v for v, _ in candidates)
+        assert (got[0]["value"], got[0]["index"]) == (best, min(i for v, i in candidates if v == best))
+        best1 = pick(range(size))
+        assert (got[1]["value"], got[1]["index"]) == (best1, best1)
+        assert (got[2]["value"], got[2]["index"]) == (7.0, 0)  # a tie with the target's 99: index 0 wins

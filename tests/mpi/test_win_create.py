@@ -2,6 +2,7 @@
 Shared_query, Create_dynamic with Attach/Detach, tomemory, attributes,
 group, info, names, Free and the context manager.
 """
+import ctypes
 import os
 
 import numpy as np
@@ -311,6 +312,39 @@ def test_allocate_shared_direct_access(comm, rank, left, right):
     zero_addr = comm.bcast(mine.ctypes.data if rank == 0 else None, root=0)
     assert first_addr == (zero_addr if rank == 0 else first_addr)
     assert len(memoryview(first).cast("B")) == n * 4
+
+
+@pytest.mark.skipif(not _shared_memory_transports(), reason="UCX_TLS leaves no shared-memory transport")
+def test_allocate_shared_is_contiguous_across_ranks(comm, rank, size):
+    """MPI's default: rank r's part starts where rank r-1's ends, so a rank
+    reaches its neighbours' parts from its own base."""
+    sizes = [8 * (r + 1) for r in range(size)]  # unequal parts
+    win = Win.Allocate_shared(sizes[rank], disp_unit=8, comm=comm)
+    bases = [win.Shared_query(r)[0].address for r in range(size)]
+    assert bases == [bases[0] + sum(sizes[:r]) for r in range(size)]
+    assert win.tomemory().address == bases[rank] and win.Get_attr(MPI.WIN_BASE) == bases[rank]
+    np.frombuffer(win.tomemory(), np.int64)[:] = rank + 1
+    win.Fence()
+    whole = np.ctypeslib.as_array((ctypes.c_int64 * (sum(sizes) // 8)).from_address(bases[0]))
+    seen = whole.copy()  # every part, through one pointer
+    got = np.zeros(1, np.int64)
+    win.Get(got, (rank + 1) % size, 0)  # RMA into the segment works as into any window memory
+    win.Fence()
+    win.Free()
+    np.testing.assert_array_equal(seen, np.repeat(np.arange(1, size + 1), np.arange(1, size + 1)))
+    np.testing.assert_array_equal(got, [(rank + 1) % size + 1])
+
+
+def test_allocate_shared_noncontig_gives_each_rank_its_own(comm, rank, size):
+    win = Win.Allocate_shared(16, 8, {"alloc_shared_noncontig": "true"}, comm)
+    assert win._segment is None and len(win.tomemory()) == 16
+    np.frombuffer(win.tomemory(), np.int64)[:] = rank
+    win.Fence()
+    got = np.zeros(2, np.int64)
+    win.Get(got, (rank + 1) % size, 0)
+    win.Fence()
+    win.Free()
+    np.testing.assert_array_equal(got, [(rank + 1) % size] * 2)
 
 
 @pytest.mark.parametrize("flavor", ["create", "allocate"])

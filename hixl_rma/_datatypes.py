@@ -493,7 +493,7 @@ def _dlpack_array(buf):
     if kind is None or lanes != 1 or bits % 8 or not bits or mem.nbytes % (bits // 8):
         typestr, n = "|u1", mem.nbytes  # no numpy element type: raw bytes
     else:
-        typestr, n = (f"|b1" if kind == "b" else f"={kind}{bits // 8}"), mem.nbytes // (bits // 8)
+        typestr, n = ("|b1" if kind == "b" else f"={kind}{bits // 8}"), mem.nbytes // (bits // 8)
     return _array_at(mem.address, (n,), None, typestr, mem.readonly, mem)
 
 

@@ -21,7 +21,13 @@ cdef extern from "Python.h":
 
 
 cdef class FastWin:
-    """C-level state of one window's targets and epochs (see win.py)."""
+    """C-level state of one window's targets and epochs (see win.py).
+
+    The hot path either completes an operation or raises: when the engine
+    refuses or fails it, the error is raised here, naming the call, the
+    rank, the window and the bytes; nothing is handed on to be done again.
+    ``False``/``0`` from a method means only "not the common case, nothing
+    done"."""
     cdef Engine eng
     cdef Py_ssize_t n
     cdef vector[uint64_t] base, size, unit
@@ -30,6 +36,8 @@ cdef class FastWin:
     cdef vector[string] addr
     cdef uint64_t generation
     cdef list pending
+    cdef list posted       # per rank: the op of non-fetching atomics posted since its last flush, or None
+    cdef public str label  # the window's name in messages
     cdef public bint open_all    # Lock_all, or the HIXL face: every target, passive
     cdef public bint fence_open  # a fence epoch: every target, active
     cdef public bint fence_used
@@ -57,6 +65,8 @@ cdef class FastWin:
         self.ready.resize(self.n, 0)
         self.addr.resize(self.n)
         self.pending = [[] for _ in range(self.n)]
+        self.posted = [None] * self.n
+        self.label = "?"
 
     def set_ready(self, Py_ssize_t rank, str addr, uintptr_t mapped):
         """Target rank is connected (and mapped at ``mapped``, or 0)."""
@@ -79,8 +89,11 @@ cdef class FastWin:
         self.fence_word.clear()
         self.fence_stalled = None
 
-    def mark_dirty(self, Py_ssize_t rank, keep):
-        """Engine operations to rank were posted; ``keep`` lives until the flush."""
+    def mark_dirty(self, Py_ssize_t rank, str addr, keep=None):
+        """Engine operations to rank (at engine ``addr``) were posted;
+        ``keep`` lives until the flush, which goes to that engine."""
+        if self.addr[rank].empty():
+            self.addr[rank] = addr.encode()
         self.dirty[rank] = 1
         if keep is not None:
             (<list>self.pending[rank]).append(keep)
@@ -92,9 +105,23 @@ cdef class FastWin:
         """True (and cleared) when engine operations to rank await a flush."""
         if rank >= self.n or not self.dirty[rank]:
             return False
-        self.dirty[rank] = 0
-        del self.pending[rank][:]
+        self._completed(rank)
         return True
+
+    cdef inline void _completed(self, Py_ssize_t r):
+        self.dirty[r] = 0
+        del self.pending[r][:]
+        self.posted[r] = None
+
+    def posted_atomic(self, Py_ssize_t rank):
+        """The op of the non-fetching atomics posted to rank and not yet
+        flushed (None if none): an atomic of another op must flush first."""
+        return self.posted[rank] if self.dirty[rank] else None
+
+    def note_posted_atomic(self, Py_ssize_t rank, str addr, op):
+        """Non-fetching atomics of ``op`` were posted to rank (at ``addr``)."""
+        self.mark_dirty(rank, addr)
+        self.posted[rank] = op
 
     cdef inline bint _target_ok(self, object target_rank, Py_ssize_t *r, bint write):
         if type(target_rank) is not int:
@@ -168,7 +195,7 @@ cdef class FastWin:
                 st = TransferPost(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
                                   WRITE if write else READ, v, MEM_HOST)
             if st != 0:
-                return 0  # the Python layer redoes it and raises the precise error
+                self._raise(st, "Put" if write else "Get", r, f" ({view.len} bytes at target offset {off})")
             self.dirty[r] = 1
             (<list>self.pending[r]).append(origin)
             return 1
@@ -198,8 +225,8 @@ cdef class FastWin:
         cdef int32_t tmo
         if self.eng._h == NULL or not self._target_ok(target_rank, &r, True):
             return False
-        if self.access[r] != 0 or not self.atomics[r]:
-            return False
+        if self.access[r] != 0 or not self.atomics[r] or (self.posted[r] is not None and self.dirty[r]):
+            return False  # posted atomics first: this origin's accumulates stay ordered
         if not (_int64_scalar(origin, &value) and (compare is None or _int64_scalar(compare, &cmp))):
             return False
         if result is not None and not _int64_out(result):
@@ -229,7 +256,9 @@ cdef class FastWin:
                 st = Atomic(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), aop,
                             self.base[r] + off, 0 if code == C_NOOP else value, cmp, &old, tmo)
             if st != 0:
-                return False
+                # Raised, never redone: the atomic may have reached the target.
+                self._raise(st, "Compare_and_swap" if code == C_CSWAP else "Fetch_and_op" if result is not None
+                            else "Accumulate", r, f" (8 bytes at target offset {off})")
         if result is not None:
             _int64_store(result, old)
         return True
@@ -242,19 +271,24 @@ cdef class FastWin:
         r = <Py_ssize_t>target_rank
         if r < 0 or r >= self.n or not self.ready[r] or not (self.open_all or self.passive[r]):
             return False
-        return not self.dirty[r] or self._flush_dirty(r, _timeout(None))
+        if self.dirty[r]:
+            self._flush_dirty(r, _timeout(None), "Flush")
+        return True
 
-    cdef bint _flush_dirty(self, Py_ssize_t r, int32_t tmo) except *:
-        """Complete the engine operations posted to r; False when the engine
-        refused (nothing is cleared: the Python layer raises the error)."""
+    cdef int _flush_dirty(self, Py_ssize_t r, int32_t tmo, str what) except -1:
+        """Complete the engine operations posted to r, or raise (the
+        operations stay pending: a later flush may still complete them)."""
         cdef Status st
         with nogil:
             st = Flush(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
         if st != 0:
-            return False
-        self.dirty[r] = 0
-        del self.pending[r][:]
-        return True
+            self._raise(st, what, r, "")
+        self._completed(r)
+        return 0
+
+    cdef int _raise(self, Status st, str what, Py_ssize_t r, str detail) except -1:
+        raise error_for(st, f"{what} to rank {r} of window {self.label}{detail}: "
+                            f"{LastError().decode(errors='replace')}")
 
     def set_fence_barrier(self, Py_ssize_t me, words, stalled, long modes):
         """Fence synchronizes through the mapped counters ``words`` (one
@@ -282,8 +316,8 @@ cdef class FastWin:
             return False
         tmo = _timeout(None)
         for r in range(self.n):
-            if self.dirty[r] and not self._flush_dirty(r, tmo):
-                return False  # the Python layer flushes again and raises
+            if self.dirty[r]:
+                self._flush_dirty(r, tmo, "Fence")
         self.fence_barrier()
         self.fence_used = False
         return True

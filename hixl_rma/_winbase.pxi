@@ -2,14 +2,52 @@
 #
 # mpi4py's MPI.Win exports the local window memory through the buffer
 # protocol (``memoryview(win)``; mpi4py.util.sync spins on it), which on
-# CPython < 3.12 only an extension type can offer. The Python class Win
-# derives from this one and keeps the window's state.
+# CPython < 3.12 only an extension type can offer. The hot calls (Put, Get,
+# Flush, the one-element atomics) are methods of this type, in mpi4py's
+# pattern: arguments into C values, one engine call, no Python frame on the
+# way; anything beyond the common case goes on to the Python class Win,
+# which derives from this one and keeps the rest of the window's state.
 
 from cpython.buffer cimport PyBuffer_FillInfo
+from mpi4py import MPI as _MPI
+
+from . import ops as _ops
+
+# Op -> the C atomic of the hot path; MPI.Op by handle (MPI.Op is not hashable).
+cdef dict _OP_CODES = {_ops.SUM: C_ADD, _ops.BAND: C_AND, _ops.BOR: C_OR, _ops.BXOR: C_XOR,
+                       _ops.REPLACE: C_SWAP, _ops.NO_OP: C_NOOP}
+cdef dict _MPI_OP_CODES = {_MPI.SUM.handle: C_ADD, _MPI.BAND.handle: C_AND, _MPI.BOR.handle: C_OR,
+                           _MPI.BXOR.handle: C_XOR, _MPI.REPLACE.handle: C_SWAP, _MPI.NO_OP.handle: C_NOOP}
+cdef object _OpType = _ops.Op
+cdef object _MPIOpType = _MPI.Op
+
+
+cdef inline int _op_code(object op):
+    """The hot path's atomic for a predefined op, -1 for any other."""
+    if type(op) is _OpType:
+        return _OP_CODES.get(op, -1)
+    if type(op) is _MPIOpType:
+        return _MPI_OP_CODES.get(op.handle, -1)
+    return -1
+
+
+def fast_op_code(op):
+    """The hot path's atomic code of an op (FAST_ADD ...), or -1."""
+    return _op_code(op)
 
 
 cdef class WinBase:
-    """Base of hixl_rma.Win: the buffer protocol over the local window memory."""
+    """Base of hixl_rma.Win: the buffer protocol over the local window
+    memory, and the hot calls."""
+
+    cdef FastWin _core  # the hot path's state of this window (aliases share it)
+
+    def _set_core(self, FastWin core):
+        self._core = core
+
+    def _share_core(self, WinBase other not None):
+        """Make this handle an alias of ``other`` (Win(win))."""
+        self._core = other._core
 
     def _local_span(self):
         """(address, nbytes, readonly) of the local window memory; (0, 0,
@@ -25,3 +63,38 @@ cdef class WinBase:
         # view.obj is this window, which holds the memory's owner (and, for
         # engine memory, the mapping) for as long as the view lives.
         PyBuffer_FillInfo(view, self, <void *>addr, nbytes, readonly, flags)
+
+    # ------------------------------------------------------------ hot calls
+
+    def Put(self, origin, target_rank, target=None):
+        """Write origin into the target window (completes at the next sync)."""
+        if self._core is None or self._core._move(origin, target_rank, target, True) == 0:
+            self._transfer(WRITE, "Put", origin, target_rank, target)
+
+    def Get(self, origin, target_rank, target=None):
+        """Read the target window into origin (valid after the next sync)."""
+        if self._core is None or self._core._move(origin, target_rank, target, False) == 0:
+            self._transfer(READ, "Get", origin, target_rank, target)
+
+    def Flush(self, rank):
+        """Remote completion of all RMA to ``rank`` (inside a passive epoch)."""
+        if self._core is None or not self._core.flush(rank):
+            self._flush(rank)
+
+    def Accumulate(self, origin, target_rank, target=None, op=_ops.SUM):
+        """Element-wise atomic ``target = op(target, origin)``."""
+        cdef int code = _op_code(op)
+        if code < 0 or self._core is None or not self._core.atomic(origin, None, None, target_rank, target, code):
+            self._accumulate(origin, target_rank, target, op)
+
+    def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=_ops.SUM):
+        """Get_accumulate of one element."""
+        cdef int code = _op_code(op)
+        if (code < 0 or self._core is None
+                or not self._core.atomic(origin, None, result, target_rank, target_disp, code)):
+            self._fetch_and_op(origin, result, target_rank, target_disp, op)
+
+    def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
+        """Store origin at the target if it equals compare; result gets the old value."""
+        if self._core is None or not self._core.atomic(origin, compare, result, target_rank, target_disp, C_CSWAP):
+            self._compare_and_swap(origin, compare, result, target_rank, target_disp)

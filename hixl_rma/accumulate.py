@@ -20,7 +20,7 @@ from ._datatypes import as_buffer, target_blocks
 from .constants import PROC_NULL
 from .device import copy_to_device, is_device, to_host
 from .errors import DatatypeError, HixlTimeoutError, ParamError, also
-from .ops import BAND, BOR, BXOR, NO_OP, REPLACE, SUM, Op, as_op, native_atomic
+from .ops import NO_OP, REPLACE, SUM, as_op, native_atomic
 from .request import Request
 
 CHUNK_BYTES = 64 * 1024
@@ -144,11 +144,10 @@ class AccumulateMixin:
         elif native == "SWAP" or fetch:
             old = eng.atomic_many(t.addr, native, addrs, u64, True, self._rt.timeout_ms)
         else:
-            if t.last_atomic not in (None, native) and self._fast.is_dirty(t.rank):
+            if self._fast.posted_atomic(t.rank) not in (None, native):
                 self._flush_target(t)  # keep this origin's accumulates in order
             eng.atomic_many(t.addr, native, addrs, u64, False)
-            self._fast.mark_dirty(t.rank, None)
-            t.last_atomic = native
+            self._fast.note_posted_atomic(t.rank, t.addr, native)
             return None
         return old.view(a.dtype) if fetch else None
 
@@ -194,22 +193,22 @@ class AccumulateMixin:
 
     # ------------------------------------------------------------- API
 
-    def _fast_atomic(self, op, origin, compare, result, target_rank, target):
-        """The C hot path for one 8-byte integer element (native atomics only,
-        so it agrees with _acc_run's choice of path)."""
-        code = _FAST_CODES.get(op) if type(op) is Op or op is _CSWAP else None
-        if code is None or type(target_rank) is not int or not 0 <= target_rank < len(self._targets):
+    # Accumulate, Fetch_and_op and Compare_and_swap are the extension type's
+    # (WinBase): one 8-byte integer element in C, everything else here.
+
+    def _fast_atomic(self, code, origin, compare, result, target_rank, target):
+        """The hot path once more for a target it did not know yet: atomics
+        may be the first operation to a target (native atomics only, so it
+        agrees with _acc_run's choice of path)."""
+        if code < 0 or type(target_rank) is not int or not 0 <= target_rank < len(self._targets):
             return False
-        t = self._targets[target_rank]
-        if t.last_atomic is not None and self._fast.is_dirty(target_rank):
-            return False  # posted atomics first: this origin's accumulates stay ordered
-        if not self._fast.is_ready(target_rank) and not self._freed:
-            self._make_ready(t)  # atomics may be the first operation to this target
+        if self._fast.is_ready(target_rank) or self._freed:
+            return False  # the hot path already declined it
+        self._make_ready(self._targets[target_rank])
         return self._fast.atomic(origin, compare, result, target_rank, target, code)
 
-    def Accumulate(self, origin, target_rank, target=None, op=SUM):
-        """Element-wise atomic ``target = op(target, origin)``."""
-        if self._fast_atomic(op, origin, None, None, target_rank, target):
+    def _accumulate(self, origin, target_rank, target, op):
+        if self._fast_atomic(_engine.fast_op_code(op), origin, None, None, target_rank, target):
             return
         a = self._acc_parse("Accumulate", origin, None, target_rank, target, op)
         if a is not None:
@@ -221,18 +220,16 @@ class AccumulateMixin:
         if a is not None:
             self._put_result(a, self._acc_run(a, True))
 
-    def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=SUM):
-        """Get_accumulate of one element."""
-        if self._fast_atomic(op, origin, None, result, target_rank, target_disp):
+    def _fetch_and_op(self, origin, result, target_rank, target_disp, op):
+        if self._fast_atomic(_engine.fast_op_code(op), origin, None, result, target_rank, target_disp):
             return
         a = self._acc_parse("Fetch_and_op", origin, result, target_rank, _disp(target_disp), op,
                             count1=True)
         if a is not None:
             self._put_result(a, self._acc_run(a, True))
 
-    def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
-        """Store origin at the target if it equals compare; result gets the old value."""
-        if self._fast_atomic(_CSWAP, origin, compare, result, target_rank, target_disp):
+    def _compare_and_swap(self, origin, compare, result, target_rank, target_disp):
+        if self._fast_atomic(_engine.FAST_CSWAP, origin, compare, result, target_rank, target_disp):
             return
         a = self._acc_parse("Compare_and_swap", origin, result, target_rank, _disp(target_disp),
                             REPLACE, count1=True)
@@ -290,11 +287,6 @@ class AccumulateMixin:
         if t is None or not self._fast.is_dirty(t.rank):
             return Request.completed()
         return Request(lambda: self._flush_target(t))
-
-
-_CSWAP = object()  # Compare_and_swap's key in _FAST_CODES
-_FAST_CODES = {SUM: _engine.FAST_ADD, BAND: _engine.FAST_AND, BOR: _engine.FAST_OR, BXOR: _engine.FAST_XOR,
-               REPLACE: _engine.FAST_SWAP, NO_OP: _engine.FAST_NOOP, _CSWAP: _engine.FAST_CSWAP}
 
 
 def _pair_one(local, nbytes, tblk, tbase):

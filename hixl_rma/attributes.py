@@ -147,6 +147,7 @@ class AttributeMixin:
         if not isinstance(name, str):
             raise also(ParamError, TypeError)(f"window name must be a str, got {type(name).__name__}")
         self._name = name
+        self._fast.label = self._label()  # the hot path's errors name the window too
 
     @property
     def name(self):

@@ -20,7 +20,7 @@ class BatchMixin:
             self._check_mode(t, op, what)
             if _engine.post_batch(self._engine, t.addr, op, origin_blocks[0], origin_blocks[1], target_disps,
                                   t.disp_unit, t.base, t.size):
-                self._fast.mark_dirty(t.rank, origin_blocks[0])
+                self._fast.mark_dirty(t.rank, t.addr, origin_blocks[0])
                 if tag is not None:
                     self.Notify(target_rank, tag)
                 return

@@ -93,7 +93,6 @@ class EpochMixin:
         if self._fast.is_dirty(t.rank):
             self._engine.flush(t.addr, self._rt.timeout_ms)
             self._fast.take_dirty(t.rank)  # completed: the kept buffers may go
-            t.last_atomic = None
 
     def _complete_all(self):
         for t in self._targets:
@@ -355,10 +354,8 @@ class EpochMixin:
             for t in self._targets:
                 self._release(t, C.LOCK_SHARED)
 
-    def Flush(self, rank):
-        """Remote completion of all RMA to ``rank`` (inside a passive epoch)."""
-        if self._fast.flush(rank):
-            return
+    def _flush(self, rank):
+        """Flush beyond the hot path (WinBase.Flush): every check, every case."""
         self._check_live("Flush")
         if rank == C.PROC_NULL:
             return

@@ -100,14 +100,13 @@ class _Target:
     """What an origin knows of one rank of the window."""
 
     __slots__ = ("rank", "world", "base", "size", "disp_unit", "ctrl", "access", "mem_type",
-                 "_addr", "last_atomic", "notified", "credit")
+                 "_addr", "notified", "credit")
 
     def __init__(self, rank, world, meta):
         self.rank, self.world = rank, world
         self.base, self.size, self.disp_unit = meta.base, meta.size, meta.disp_unit
         self.ctrl, self.access, self.mem_type = meta.ctrl, meta.access, meta.mem_type
         self._addr = None
-        self.last_atomic = None  # op of the posted atomics (while the target is dirty in FastWin)
         self.notified = 0  # notifications this rank sent to t
         self.credit = 0    # what t had consumed of them when last read
 
@@ -172,6 +171,7 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
             raise also(ParamError, TypeError)(f"Win(win): win must be a hixl_rma.Win, got {type(win).__name__}",
                                               error_class=MPI.ERR_WIN)
         self.__dict__ = win.__dict__  # an alias: one window, two handles
+        self._share_core(win)
 
     def __bool__(self):
         return not self._freed
@@ -267,6 +267,8 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
                                      [t.disp_unit for t in self._targets],
                                      [t.access for t in self._targets],
                                      [t.mem_type == _engine.MEM_HOST for t in self._targets])
+        self._fast.label = self._key
+        self._set_core(self._fast)
         self._me = self._targets[self._comm.rank]
         st.windows.add(self)
         return self
@@ -575,7 +577,7 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
                 eng.post1(t.addr, op, int(d[0]), int(d[1]), int(d[2]), local_device)
             else:
                 eng.post(t.addr, op, descs, local_device)
-            self._fast.mark_dirty(t.rank, keep)
+            self._fast.mark_dirty(t.rank, t.addr, keep)
         else:
             eng.transfer_sync(t.addr, op, descs, self._rt.timeout_ms)
 
@@ -615,15 +617,8 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
         if t.access == C.ACCESS_WRITE_ONLY and op == _READ:
             raise AccessError(f"{what} from rank {t.rank} of window {self._label()}: the region is write-only")
 
-    def Put(self, origin, target_rank, target=None):
-        """Write origin into the target window (completes at the next sync)."""
-        if not self._fast.put(origin, target_rank, target):
-            self._transfer(_WRITE, "Put", origin, target_rank, target)
-
-    def Get(self, origin, target_rank, target=None):
-        """Read the target window into origin (valid after the next sync)."""
-        if not self._fast.get(origin, target_rank, target):
-            self._transfer(_READ, "Get", origin, target_rank, target)
+    # Put and Get are the extension type's (WinBase): the common case in C,
+    # everything else here.
 
     def _transfer(self, op, what, origin, target_rank, target):
         """Put/Get beyond the hot path: every origin and target form, full checks."""

@@ -505,7 +505,9 @@ PREDEFINED = [
     (MPI.BOOL, "?"), (MPI.C_BOOL, "?"), (MPI.SHORT, "i2"), (MPI.INT, "i4"),
     (MPI.LONG, "l"), (MPI.LONG_LONG, "q"), (MPI.INT64_T, "i8"), (MPI.UNSIGNED, "u4"),
     (MPI.FLOAT, "f4"), (MPI.DOUBLE, "f8"), (MPI.C_FLOAT_COMPLEX, "c8"),
-    (MPI.C_DOUBLE_COMPLEX, "c16"), (MPI.AINT, "i8"), (MPI.TWOINT, "i4"),
+    (MPI.C_DOUBLE_COMPLEX, "c16"), (MPI.AINT, "i8"),
+    # (value, index) pair types: packed records of their data bytes (MAXLOC / MINLOC).
+    (MPI.TWOINT, {"names": ["value", "index"], "formats": ["i4", "i4"], "offsets": [0, 4], "itemsize": 8}),
 ]
 
 
@@ -519,12 +521,15 @@ def test_predefined_typemaps(dt, npdt):
 
 
 def test_pair_and_unmapped_predefined_types():
+    # A pair type's element is the packed record of its data bytes, in order.
     short_int = typemap(MPI.SHORT_INT)
     assert short_int.blocks.tolist() == [[0, 2], [4, 4]] and short_int.extent == 8
-    assert short_int.base is None and not short_int.contiguous
+    assert not short_int.contiguous and short_int.base.names == ("value", "index")
+    assert short_int.base.itemsize == 6 and short_int.base.fields["index"][1] == 2
     double_int = typemap(MPI.DOUBLE_INT)
     assert double_int.blocks.tolist() == [[0, 12]] and double_int.extent == 16
-    assert double_int.size == MPI.DOUBLE_INT.size and double_int.base is None
+    assert double_int.size == MPI.DOUBLE_INT.size and double_int.base.itemsize == 12
+    assert double_int.base["value"] == np.float64 and double_int.base["index"] == np.intc
     wchar = typemap(MPI.WCHAR)
     assert wchar.blocks.tolist() == [[0, MPI.WCHAR.size]] and wchar.base is None
 

@@ -13,6 +13,8 @@ from libc.string cimport memcpy, strchr
 from libc.stdint cimport int64_t, uint8_t
 
 cdef size_t _NOGIL_COPY = 1 << 16  # copies this large release the GIL
+from mpi4py import MPI as _MPI_CONSTANTS
+cdef long _PROC_NULL = _MPI_CONSTANTS.PROC_NULL
 cdef size_t _SHARED_COPY = 4 << 20  # and this large go to the engine, whose threads share them out
 
 cdef extern from "Python.h":
@@ -167,6 +169,8 @@ cdef class FastWin:
         cdef char *direct
         cdef vector[TransferOpDesc] v
         cdef Status st
+        if type(target_rank) is int and target_rank == _PROC_NULL and self.n:
+            return 1  # MPI.PROC_NULL: nothing moves, the origin is not looked at
         if self.eng._h == NULL or not self._target_ok(target_rank, &r, write):
             return 0
         if _get_buffer(origin, &view, PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (0 if write else PyBUF_WRITABLE)) != 0:
@@ -269,9 +273,13 @@ cdef class FastWin:
         if self.eng._h == NULL or type(target_rank) is not int:
             return False
         r = <Py_ssize_t>target_rank
-        if r < 0 or r >= self.n or not self.ready[r] or not (self.open_all or self.passive[r]):
+        if r == _PROC_NULL and self.n:
+            return True
+        if r < 0 or r >= self.n or not (self.open_all or self.passive[r]):
             return False
         if self.dirty[r]:
+            if self.addr[r].empty():
+                return False
             self._flush_dirty(r, _timeout(None), "Flush")
         return True
 

@@ -103,7 +103,9 @@ def test_rma_quick(tmp_path):
     mpi_key = next(k for k, v in res["impls"].items() if v["kind"] == "mpi")
 
     figs = {f["id"]: f for f in res["figures"]}
-    assert {f["workload"] for f in res["figures"]} == {"W1", "W2", "W3", "W4", "W5", "W6"}
+    assert {f["workload"] for f in res["figures"]} == {"W1", "W2", "W3", "W4", "W5", "W6", "W7"}
+    assert sorted(f for f in figs if f.startswith("W7/")) == [
+        f"W7/{fl}/{name}" for fl in ("allocate", "create") for name in ("empty_flush", "put_proc_null")]
     assert len([f for f in figs if f.startswith("W1/")]) == 2 * 2 * 2 * 6  # flavor x op x mode x size
     for fid, f in figs.items():
         if fid.startswith("W6/"):
@@ -113,7 +115,7 @@ def test_rma_quick(tmp_path):
         if not fid.endswith("/batch"):  # Put_batch has no MPI counterpart
             assert mpi_key in f["results"], fid
     assert res["verified"] and all(res["verified"].values()), res["verified"]
-    assert len(res["targets"]) == 22
+    assert len(res["targets"]) == 29
     assert all(t["pass"] in (True, False, None) for t in res["targets"])
     if res["ucx_perftest"]["available"] and not res["ucx_perftest"]["error"]:
         assert _positive(figs[f"W1/create/put/flush/{16 << 20}"]["results"]["ucx"])
@@ -128,5 +130,5 @@ def test_rma_quick(tmp_path):
     mres = json.loads(merged.read_text())
     f0, f1 = figs["W2/create/put_flush"], {f["id"]: f for f in mres["figures"]}["W2/create/put_flush"]
     assert f1["results"]["hixl"]["n"] == 2 * f0["results"]["hixl"]["n"]
-    assert len(mres["targets"]) == 22
+    assert len(mres["targets"]) == 29
     assert mpng.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -2,7 +2,7 @@
 
 Run it under MPI with two ranks (rank 0 is the origin, rank 1 the target)::
 
-    mpiexec -n 2 python -m hixl_rma.bench rma [W1 ... W6] [--compare mpi,ucx]
+    mpiexec -n 2 python -m hixl_rma.bench rma [W1 ... W7] [--compare mpi,ucx]
             [--json FILE] [--plot FILE.png] [--quick]
 
 Every figure is the median of ``--reps`` (default 5) repetitions after a
@@ -45,6 +45,10 @@ Workloads
   W6  memcpy: single-thread ``np.copyto`` bandwidth at the W1 sizes (W1's flush
       rows also carry a memcpy column measured interleaved with them, which
       the Allocate-vs-memcpy target uses: the machine's load drifts).
+  W7  per-call cost: one call with nothing to move, in a Python loop of 1,000
+      (the time per call): ``Put`` of 8 B to ``MPI.PROC_NULL`` and ``Flush``
+      with nothing outstanding, both inside a Lock; so the cost a call adds
+      before any byte moves is watched on its own.
 
 Output (rank 0): a table per workload with one ratio column per peer
 (``hixl/MPICH``, ``hixl/UCX``, ...: ratios of the medians; in GB/s rows
@@ -82,7 +86,7 @@ from . import ucx_perftest as pt
 NAME = "rma"
 HELP = "hixl_rma.Win vs mpi4py MPI.Win vs raw UCX (mpiexec -n 2)"
 
-WORKLOAD_IDS = ("W1", "W2", "W3", "W4", "W5", "W6")
+WORKLOAD_IDS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
 SIZES = (8, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 MAX_SIZE = max(SIZES)
 RANK0_ONLY_TIMEOUT_MS = 300_000  # above ucx_perftest's start + run limits (ucx_perftest.py)
@@ -99,7 +103,7 @@ HIGHER, LOWER = "higher", "lower"
 
 def add_arguments(p) -> None:
     p.add_argument("workloads", nargs="*", metavar="W",
-                   help="workloads to run, W1..W6 (default: all)")
+                   help="workloads to run, W1..W7 (default: all)")
     p.add_argument("--compare", default="", metavar="mpi,ucx",
                    help="peers to measure beside hixl: mpi (mpi4py MPI.Win, same processes), "
                         "ucx (ucx_perftest, started by rank 0)")
@@ -401,6 +405,32 @@ def _per_op_kernel(B, impl, win, body):
             el = sum(ts) / 1e9
             ts.sort()
             v = ts[n // 2] / 1e3
+        impl.barrier()
+        return el, v
+    return k
+
+
+def _call_kernel(B, impl, win, call, inner=1000):
+    """Lock; n x (a loop of ``inner`` calls, timed); Unlock. Value: median
+    µs per call (the loop's own cost included, as a user's loop pays it)."""
+    rank = B.rank
+    pc = time.perf_counter_ns
+    loop = range(inner)
+
+    def k(n):
+        el = v = None
+        if rank == 0:
+            ts = [0] * n
+            win.Lock(1, impl.LOCK_EXCLUSIVE)
+            for i in range(n):
+                t = pc()
+                for _ in loop:
+                    call()
+                ts[i] = pc() - t
+            win.Unlock(1)
+            el = sum(ts) / 1e9
+            ts.sort()
+            v = ts[n // 2] / 1e3 / inner
         impl.barrier()
         return el, v
     return k
@@ -783,6 +813,25 @@ def _w5(B, impls, bufs, flavors, total, every):
     sock.close()
 
 
+def _w7(B, impls, flavors):
+    import numpy as np
+
+    b8 = np.arange(8, dtype=np.uint8)
+    for flavor in flavors:
+        wins = {i.key: i.window(flavor, 1 << 16, comm=B.comm) for i in impls}
+        for name, label, make in (
+                ("put_proc_null", "Put of 8 B to PROC_NULL",
+                 lambda win: (lambda put=win.Put, null=B.MPI.PROC_NULL: put(b8, null, 0))),
+                ("empty_flush", "Flush with nothing outstanding",
+                 lambda win: (lambda flush=win.Flush: flush(1)))):
+            res, iters = B.measure({i.key: _call_kernel(B, i, wins[i.key][0], make(wins[i.key][0]))
+                                    for i in impls})
+            B.figure(f"W7/{flavor}/{name}", "W7", f"{label}, {FLAVOR_LABEL[flavor]}", "us", LOWER, res, iters,
+                     flavor=flavor)
+        for i in impls:
+            i.free(wins[i.key][0])
+
+
 def _memcpy_kernel(B, size, a, b):
     """np.copyto of ``size`` bytes on rank 0 (rank 1 sleeps in hixl's barrier); value GB/s."""
     import numpy as np
@@ -876,7 +925,7 @@ def run(args) -> dict:
     w5_total = args.w5_bytes if args.w5_bytes else ((32 << 20) if B.quick else (1 << 30))
     nfl = len(flavors)
     total = sum({"W1": 2 * 2 * len(sizes) * nfl, "W2": 2 * nfl, "W3": 3 * nfl, "W4": 2 * nfl,
-                 "W5": 2 * nfl, "W6": len(sizes)}[w] for w in wanted)
+                 "W5": 2 * nfl, "W6": len(sizes), "W7": 2 * nfl}[w] for w in wanted)
     advance, close = _progress(rank == 0 and not args.no_progress, total)
     B.advance = advance
 
@@ -905,6 +954,7 @@ def run(args) -> dict:
         "W4": lambda: _w4(B, impls, perf, flavors),
         "W5": lambda: _w5(B, impls, bufs, flavors, w5_total, args.w5_flush_every),
         "W6": lambda: _w6(B, sizes),
+        "W7": lambda: _w7(B, impls, flavors),
     }
     elapsed = {}
     try:
@@ -1037,11 +1087,15 @@ def compute_targets(result: dict) -> List[dict]:
         mem = _med(f, "memcpy") or _med(_fig(figs, f"W6/{size}"), "memcpy")
         add(f"W1-alloc-{op}-vs-memcpy", f"W1 16 MiB {op.capitalize()}, Flush, Allocate: hixl >= 0.7x memcpy (W6)",
             h / mem if h is not None and mem else None, 0.7, ">=", "memcpy")
+    r, k = ratio_to_best("W1/create/put/flush/4096", ("mpi",), HIGHER)
+    add("W1-create-put-4k", "W1 4 KiB Put, Flush, Create: hixl >= 1.5x best MPI", r, 1.5, ">=", k)
     for flavor in FLAVORS:
         for name, desc in (("put_flush", "8 B Put+Flush"), ("fence", "empty Fence")):
+            # Allocate windows are mapped here: a Put is a memcpy, so it must do far better.
+            limit = 0.5 if (flavor, name) == ("allocate", "put_flush") else 1.0
             r, k = ratio_to_best(f"W2/{flavor}/{name}", ("mpi",), LOWER)
-            add(f"W2-{name}-{flavor}", f"W2 {desc}, {FLAVOR_LABEL[flavor]}: hixl <= 1.0x best MPI latency",
-                r, 1.0, "<=", k)
+            add(f"W2-{name}-{flavor}", f"W2 {desc}, {FLAVOR_LABEL[flavor]}: hixl <= {limit:g}x best MPI latency",
+                r, limit, "<=", k)
     for flavor in FLAVORS:
         fb = _fig(figs, f"W3/{flavor}/batch")
         for name, factor, desc in (("loop", 10.0, "the MPI loop of 4096 Put"),
@@ -1056,11 +1110,19 @@ def compute_targets(result: dict) -> List[dict]:
             add(f"W3-batch-vs-mpi-{name}-{flavor}",
                 f"W3 Put_batch, {FLAVOR_LABEL[flavor]}: >= {factor:g}x faster than {desc}",
                 speedup, factor, ">=", key)
+        r, k = ratio_to_best(f"W3/{flavor}/loop", ("mpi",), LOWER)
+        add(f"W3-loop-{flavor}", f"W3 loop of 4096 Put, {FLAVOR_LABEL[flavor]}: hixl <= 1.0x best MPI loop",
+            r, 1.0, "<=", k)
     for flavor in FLAVORS:
         for name, desc in (("fetch_and_op", "Fetch_and_op"), ("compare_and_swap", "Compare_and_swap")):
             r, k = ratio_to_best(f"W4/{flavor}/{name}", ("mpi",), LOWER)
             add(f"W4-{name}-{flavor}", f"W4 {desc}, {FLAVOR_LABEL[flavor]}: hixl <= 1.0x best MPI latency", r,
                 1.0, "<=", k)
+    for flavor in FLAVORS:
+        for name, desc in (("put_proc_null", "Put to PROC_NULL"), ("empty_flush", "empty Flush")):
+            r, k = ratio_to_best(f"W7/{flavor}/{name}", ("mpi",), LOWER)
+            add(f"W7-{name}-{flavor}", f"W7 {desc}, {FLAVOR_LABEL[flavor]}: hixl <= 1.0x best MPI per call",
+                r, 1.0, "<=", k)
     for flavor in FLAVORS:
         a = _med(_fig(figs, f"W5/{flavor}/sleep/gbps"), "hixl")
         b = _med(_fig(figs, f"W5/{flavor}/barrier/gbps"), "hixl")
@@ -1117,6 +1179,8 @@ def report(result: dict, file=None) -> None:
                          "(not a put + flush)")
         if wl == "W4":
             notes.append("ucx_perftest: ucp_fadd / ucp_cswap p50 (a blocking fetching atomic)")
+        if wl == "W7":
+            notes.append("time per call in a Python loop of 1,000 calls, the loop's own cost included")
         if wl == "W5":
             hits: dict = {}
             for f in rows_f:

@@ -14,7 +14,12 @@ from libc.stdint cimport int64_t, uint8_t
 
 cdef size_t _NOGIL_COPY = 1 << 16  # copies this large release the GIL
 from mpi4py import MPI as _MPI_CONSTANTS
+from . import constants as _constants
 cdef long _PROC_NULL = _MPI_CONSTANTS.PROC_NULL
+# A target's declared access mode (constants.ACCESS_*), as its metadata carries it.
+cdef uint8_t _READ_WRITE = _constants.ACCESS_READ_WRITE
+cdef uint8_t _READ_ONLY = _constants.ACCESS_READ_ONLY
+cdef uint8_t _WRITE_ONLY = _constants.ACCESS_WRITE_ONLY
 cdef size_t _SHARED_COPY = 4 << 20  # and this large go to the engine, whose threads share them out
 
 cdef extern from "Python.h":
@@ -40,8 +45,15 @@ cdef class FastWin:
     cdef list pending
     cdef list posted       # per rank: the op of non-fetching atomics posted since its last flush, or None
     cdef public str label  # the window's name in messages
-    cdef public bint open_all    # Lock_all, or the HIXL face: every target, passive
+    # The origin side of the epoch state machine, owned here (epochs.py
+    # changes it only through the methods below, so the hot path reads the
+    # one truth): epoch[r] / passive[r] say an access epoch is open to r.
+    cdef bint open_all           # Lock_all or the HIXL face: every target, passive
     cdef public bint fence_open  # a fence epoch: every target, active
+    cdef dict _locks             # rank -> (lock_type, acquired) of Lock
+    cdef object _access          # the PSCW access group (a frozenset) after Start, else None
+    cdef object _lock_all        # False, or (True, acquired) inside Lock_all
+    cdef bint _always_open       # the HIXL-style face: no epochs to open
     cdef public bint fence_used
     # Fence's barrier when every rank's control block is mapped here: each
     # rank's fence counter (fence_word[rank]), raised by one per Fence.
@@ -69,6 +81,9 @@ cdef class FastWin:
         self.pending = [[] for _ in range(self.n)]
         self.posted = [None] * self.n
         self.label = "?"
+        self._locks = {}
+        self._access = None
+        self._lock_all = False
 
     def set_ready(self, Py_ssize_t rank, str addr, uintptr_t mapped):
         """Target rank is connected (and mapped at ``mapped``, or 0)."""
@@ -77,9 +92,55 @@ cdef class FastWin:
         self.generation = MappingGeneration(self.eng._h[0]) if mapped else self.generation
         self.ready[rank] = 1
 
-    def set_epoch(self, Py_ssize_t rank, bint access, bint passive):
-        self.epoch[rank] = access
-        self.passive[rank] = passive
+    @property
+    def locks(self):
+        """rank -> (lock_type, acquired) of the Lock epochs open (read only)."""
+        return dict(self._locks)
+
+    def is_locked(self, Py_ssize_t rank):
+        return rank in self._locks
+
+    @property
+    def access(self):
+        """The PSCW access group (a frozenset of ranks) after Start, or None."""
+        return self._access
+
+    @property
+    def lock_all(self):
+        """False, or (True, acquired) inside Lock_all."""
+        return self._lock_all
+
+    @property
+    def always_open(self):
+        """The HIXL-style face: every target is always accessible, passively."""
+        return self._always_open
+
+    def add_lock(self, Py_ssize_t rank, lock_type, bint acquired):
+        self._locks[rank] = (lock_type, acquired)
+        self._set_bits(rank)
+
+    def pop_lock(self, Py_ssize_t rank):
+        out = self._locks.pop(rank)
+        self._set_bits(rank)
+        return out
+
+    def set_access(self, ranks):
+        old, self._access = self._access, (None if ranks is None else frozenset(ranks))
+        for r in set(old or ()) | set(self._access or ()):
+            self._set_bits(r)
+
+    def set_lock_all(self, value):
+        self._lock_all = value
+        self.open_all = bool(value) or self._always_open
+
+    def set_always_open(self, bint value):
+        self._always_open = value
+        self.open_all = bool(self._lock_all) or value
+
+    cdef void _set_bits(self, Py_ssize_t r):
+        cdef bint locked = r in self._locks
+        self.passive[r] = locked
+        self.epoch[r] = locked or (self._access is not None and r in self._access)
 
     def is_ready(self, Py_ssize_t rank):
         return 0 <= rank < self.n and self.ready[rank] == 1
@@ -135,7 +196,7 @@ cdef class FastWin:
             if not self.fence_open:
                 return False
             self.fence_used = True
-        return self.access[r[0]] != (1 if write else 2)  # 1 read-only, 2 write-only
+        return self.access[r[0]] != (_READ_ONLY if write else _WRITE_ONLY)
 
     cdef inline bint _offset(self, object target, Py_ssize_t r, size_t nbytes, uint64_t *off):
         cdef long long d
@@ -229,7 +290,7 @@ cdef class FastWin:
         cdef int32_t tmo
         if self.eng._h == NULL or not self._target_ok(target_rank, &r, True):
             return False
-        if self.access[r] != 0 or not self.atomics[r] or (self.posted[r] is not None and self.dirty[r]):
+        if self.access[r] != _READ_WRITE or not self.atomics[r] or (self.posted[r] is not None and self.dirty[r]):
             return False  # posted atomics first: this origin's accumulates stay ordered
         if not (_int64_scalar(origin, &value) and (compare is None or _int64_scalar(compare, &cmp))):
             return False

@@ -25,39 +25,50 @@ _FENCE_MODES = C.MODE_NOCHECK | C.MODE_NOSTORE | C.MODE_NOPUT | C.MODE_NOPRECEDE
 class EpochMixin:
     """Epoch state and synchronization calls of Win."""
 
-    def _init_epochs(self):
-        self._fence = False       # a fence epoch is open
-        self._fence_mode = None   # Fence's barrier: None (first Fence decides), "shared" or "mpi"
-        self._access = None       # PSCW access group (set of ranks) after Start
-        self._exposure = None     # PSCW exposure group (list of ranks) after Post
-        self._locks = {}          # rank -> (lock_type, acquired)
-        self._lock_all = False
-        self._always_open = False  # HIXL-style face: no epochs to open
+    # The origin's access epochs (fence, PSCW access group, locks, Lock_all,
+    # the HIXL face's always-open) are owned by the hot path's FastWin, which
+    # the properties below read; this class changes them through FastWin's
+    # methods. The exposure epoch (target side) and Fence's barrier kind are
+    # not the hot path's business and live here.
 
-    # ----------------------------------------------------------- checks
+    def _init_epochs(self):
+        self._fence_mode = None   # Fence's barrier: None (first Fence decides), "shared" or "mpi"
+        self._exposure = None     # PSCW exposure group (list of ranks) after Post
+
+    @property
+    def _fence(self):
+        return self._fast.fence_open
+
+    @property
+    def _access(self):
+        return self._fast.access
+
+    @property
+    def _locks(self):
+        return self._fast.locks
+
+    @property
+    def _lock_all(self):
+        return self._fast.lock_all
+
+    @property
+    def _always_open(self):
+        return self._fast.always_open
 
     @property
     def _fence_used(self):
-        """RMA was issued in the open fence epoch (kept in FastWin, whose
-        Fence resets it)."""
+        """RMA was issued in the open fence epoch (FastWin's Fence resets it)."""
         return self._fast.fence_used
 
     @_fence_used.setter
     def _fence_used(self, value):
         self._fast.fence_used = value
 
-    def _sync_fast(self):
-        """Mirror the epoch state into the C hot path (FastWin)."""
-        fast = self._fast
-        fast.open_all = bool(self._always_open or self._lock_all)
-        fast.fence_open = bool(self._fence)
-        access = self._access or ()
-        for t in self._targets:
-            r = t.rank
-            fast.set_epoch(r, r in self._locks or r in access, r in self._locks)
+    # ----------------------------------------------------------- checks
 
     def _check_access(self, rank, what):
-        if self._always_open or self._lock_all or rank in self._locks:
+        fast = self._fast
+        if fast.always_open or fast.lock_all or fast.is_locked(rank):
             return
         if self._fence:
             self._fence_used = True
@@ -68,7 +79,7 @@ class EpochMixin:
                          f"to that rank (call Fence, Start, Lock or Lock_all first)")
 
     def _passive(self, rank):
-        return self._lock_all or rank in self._locks or self._always_open
+        return self._lock_all or self._fast.is_locked(rank) or self._always_open
 
     def _check_no_epoch(self, what, allow_fence=False):
         if self._locks or self._lock_all:
@@ -111,9 +122,8 @@ class EpochMixin:
             raise EpochError(f"Fence on window {self._label()}: a PSCW exposure epoch is open")
         self._complete_all()
         self._fence_barrier()
-        self._fence = not (assertion & C.MODE_NOSUCCEED)
+        self._fast.fence_open = not (assertion & C.MODE_NOSUCCEED)
         self._fence_used = False
-        self._sync_fast()
 
     def _fence_barrier(self):
         """Fence's barrier. Same-node ranks meet on counters in their mapped
@@ -177,8 +187,7 @@ class EpochMixin:
         if self._exposure is not None:
             raise EpochError(f"Post on window {self._label()}: an exposure epoch is already open")
         ranks = self._comm.group_ranks(group, "Post")
-        self._fence = False
-        self._sync_fast()
+        self._fast.fence_open = False
         for r in ranks:
             self._notify(self._targets[r], "post")
         self._exposure = ranks
@@ -192,9 +201,8 @@ class EpochMixin:
         if not assertion & C.MODE_NOCHECK:
             _rt.wait_notifies(f"{self._key}:post", [self._targets[r].world for r in ranks],
                               self._rt.timeout_ms, f"Start on window {self._label()}")
-        self._fence = False
-        self._access = set(ranks)
-        self._sync_fast()
+        self._fast.fence_open = False
+        self._fast.set_access(ranks)
 
     def Complete(self):
         """End the access epoch: complete all RMA, tell each target."""
@@ -205,8 +213,7 @@ class EpochMixin:
             t = self._targets[r]
             self._flush_target(t)
             self._notify(t, "complete")  # the engine sends it after the data
-        self._access = None
-        self._sync_fast()
+        self._fast.set_access(None)
 
     def Wait(self):
         """End the exposure epoch: wait for Complete from every origin."""
@@ -284,7 +291,7 @@ class EpochMixin:
         if rank == C.PROC_NULL:
             return
         rank = self._comm.check_rank(rank, f"Lock on window {self._label()}")
-        if rank in self._locks:
+        if self._fast.is_locked(rank):
             raise EpochError(f"Lock: rank {rank} of window {self._label()} is already locked by this rank")
         if self._lock_all:
             raise EpochError(f"Lock: window {self._label()} is inside Lock_all")
@@ -293,9 +300,8 @@ class EpochMixin:
         acquired = not assertion & C.MODE_NOCHECK
         if acquired:
             self._acquire(t, lock_type)
-        self._fence = False
-        self._locks[rank] = (lock_type, acquired)
-        self._sync_fast()
+        self._fast.fence_open = False
+        self._fast.add_lock(rank, lock_type, acquired)
 
     def _check_no_epoch_but_locks(self, what):
         if self._access is not None:
@@ -310,12 +316,11 @@ class EpochMixin:
         if rank == C.PROC_NULL:
             return
         rank = self._comm.check_rank(rank, f"Unlock on window {self._label()}")
-        if rank not in self._locks:
+        if not self._fast.is_locked(rank):
             raise EpochError(f"Unlock: rank {rank} of window {self._label()} is not locked by this rank")
         t = self._targets[rank]
         self._flush_target(t)
-        lock_type, acquired = self._locks.pop(rank)
-        self._sync_fast()
+        lock_type, acquired = self._fast.pop_lock(rank)
         if acquired:
             self._release(t, lock_type)
 
@@ -337,9 +342,8 @@ class EpochMixin:
             for t in taken:
                 self._release(t, C.LOCK_SHARED)
             raise
-        self._fence = False
-        self._lock_all = (True, acquired)
-        self._sync_fast()
+        self._fast.fence_open = False
+        self._fast.set_lock_all((True, acquired))
 
     def Unlock_all(self):
         """Complete all RMA and release the shared locks of Lock_all."""
@@ -348,8 +352,7 @@ class EpochMixin:
             raise EpochError(f"Unlock_all on window {self._label()} without Lock_all")
         self._complete_all()
         _, acquired = self._lock_all
-        self._lock_all = False
-        self._sync_fast()
+        self._fast.set_lock_all(False)
         if acquired:
             for t in self._targets:
                 self._release(t, C.LOCK_SHARED)

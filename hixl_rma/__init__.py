@@ -5,7 +5,7 @@ UCX_VERSION, UCX_ORIGIN = _load_ucx()
 
 from ._engine import (  # noqa: E402  (UCX must be loaded first)
     MEM_DEVICE, MEM_HOST, OPTION_JOB_TOKEN, OPTION_TIMEOUT_MS, READ, TRANSFER_COMPLETED,
-    TRANSFER_FAILED, TRANSFER_TIMEOUT, TRANSFER_WAITING, WRITE, Engine, MemHandle,
+    TRANSFER_FAILED, TRANSFER_WAITING, WRITE, Engine, MemHandle,
     TransferRequest, default_timeout_ms)
 from .errors import (  # noqa: E402
     ALREADY_CONNECTED, FAILED, NOT_CONNECTED, NOTIFY_FAILED, PARAM_INVALID, PEER_FAILURE,

@@ -12,7 +12,6 @@ OPTION_TIMEOUT_MS: str
 HAS_EXTENSIONS: bool
 TRANSFER_WAITING: int
 TRANSFER_COMPLETED: int
-TRANSFER_TIMEOUT: int
 TRANSFER_FAILED: int
 
 Descs = Sequence[tuple[int, int, int]] | np.ndarray

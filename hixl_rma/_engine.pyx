@@ -17,8 +17,6 @@ from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
 import os
-import warnings
-import weakref
 
 import numpy as np
 
@@ -116,7 +114,8 @@ globals().update(MEM_HOST=int(MEM_HOST), MEM_DEVICE=int(MEM_DEVICE), READ=int(RE
 OPTION_JOB_TOKEN = "JobToken"
 OPTION_TIMEOUT_MS = "TimeoutMs"
 HAS_EXTENSIONS = bool(HIXL_RMA_HAS_EXT)
-TRANSFER_WAITING, TRANSFER_COMPLETED, TRANSFER_TIMEOUT, TRANSFER_FAILED = 0, 1, 2, 3
+# TransferRequest.status(): a timeout is raised by wait(), never a status.
+TRANSFER_WAITING, TRANSFER_COMPLETED, TRANSFER_FAILED = 0, 1, 3
 del MEM_HOST_, MEM_DEVICE_
 
 

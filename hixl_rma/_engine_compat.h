@@ -21,6 +21,7 @@ namespace ext {
 constexpr const char *OPTION_JOB_TOKEN = "JobToken";
 constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
 constexpr Status PEER_FAILURE = 503901U;
+constexpr size_t kShareMinBytes = static_cast<size_t>(-1);  // the vendor engine shares nothing
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
 struct Stats {
   uint64_t bytes_written, bytes_read, transfer_ops, direct_ops, atomic_ops, notifies_sent, notifies_received,

@@ -20,7 +20,9 @@ cdef long _PROC_NULL = _MPI_CONSTANTS.PROC_NULL
 cdef uint8_t _READ_WRITE = _constants.ACCESS_READ_WRITE
 cdef uint8_t _READ_ONLY = _constants.ACCESS_READ_ONLY
 cdef uint8_t _WRITE_ONLY = _constants.ACCESS_WRITE_ONLY
-cdef size_t _SHARED_COPY = 4 << 20  # and this large go to the engine, whose threads share them out
+cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
+    const size_t kShareMinBytes  # copies this large go to the engine, whose threads share them out
+cdef size_t _SHARED_COPY = kShareMinBytes
 
 cdef extern from "Python.h":
     # Plain status return: a refused buffer means "not the common case".
@@ -455,7 +457,6 @@ cdef list hixl_fence_missing(uint64_t **words, size_t n, uint64_t seq):
 
 cdef extern from *:
     """
-    #define HIXL_FAST_ATOMICS 1
     """
     uint64_t __atomic_fetch_add(uint64_t *, uint64_t, int) nogil
     uint64_t __atomic_fetch_and(uint64_t *, uint64_t, int) nogil

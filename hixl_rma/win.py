@@ -593,8 +593,8 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
     def _make_ready(self, t):
         """After a first successful transfer to t (connected, its table known),
         hand t to the hot path, with a direct pointer when t is mapped here."""
-        if self._fast.is_ready(t.rank) or self._flavor == C.WIN_FLAVOR_DYNAMIC:
-            return
+        if self._fast.is_ready(t.rank) or self._flavor == C.WIN_FLAVOR_DYNAMIC or not _engine.HAS_EXTENSIONS:
+            return  # (the hot path posts with the engine's extensions; vendor HIXL has none)
         self._fast.set_ready(t.rank, t.addr, self._mapped(t))
 
     def _mapped(self, t):

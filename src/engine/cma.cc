@@ -1,5 +1,7 @@
 // Vectored cross-memory attach (see cma.h).
 #include "cma.h"
+#include "hixl/hixl_ext.h"
+#include "ucx_env.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -100,21 +102,7 @@ CmaMode CmaModeFromEnv() {
   const char *v = std::getenv("HIXL_RMA_CMA");
   if (v != nullptr && std::strcmp(v, "0") == 0) return CmaMode::OFF;
   if (v != nullptr && std::strcmp(v, "short") == 0) return CmaMode::SHORT;
-  // The engine bypasses UCX here: when the user narrowed UCX_TLS to
-  // transports without cma, honour that.
-  const char *tls = std::getenv("UCX_TLS");
-  if (tls == nullptr || *tls == '\0') return CmaMode::ON;
-  std::string s(tls);
-  bool negated = s[0] == '^';
-  size_t pos = negated ? 1 : 0;
-  while (pos <= s.size()) {
-    size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    std::string w = s.substr(pos, end - pos);
-    if (w == "cma" || w == "sm" || w == "shm" || w == "all") return negated ? CmaMode::OFF : CmaMode::ON;
-    pos = end + 1;
-  }
-  return negated ? CmaMode::ON : CmaMode::OFF;
+  return UcxTlsEnables({"cma", "sm", "shm", "all"}) ? CmaMode::ON : CmaMode::OFF;
 }
 
 UniqueFd OpenPidFd(uint64_t pid) {
@@ -158,9 +146,9 @@ size_t CmaThreads(bool *asked) {
   // not by the memory bus: a second core nearly halves a 16 MiB same-node
   // transfer, or 4,096 x 4 KiB blocks. The helper runs at idle priority
   // (YieldToOthers), so it uses a core only while nobody else wants it: in
-  // the KV-cache pattern, where the target checks each layer as it lands, a
-  // helper at normal priority took the target's core (3.4 -> 2.7 GB/s in
-  // examples/kv_cache_transfer.py); at idle priority it costs nothing there.
+  // the KV-cache pattern (examples/kv_cache_transfer.py), where the target
+  // checks each layer as it lands, a helper at normal priority took the
+  // target's core and slowed the transfer; at idle priority it does not.
   // Read at each large transfer (a getenv), so a program may change it.
   const char *v = std::getenv("HIXL_RMA_CMA_THREADS");
   const bool set = v != nullptr && *v != '\0';
@@ -215,8 +203,7 @@ size_t IdleCores() {
 }
 
 size_t ThreadsFor(size_t bytes) {
-  constexpr size_t kWorthSharing = 4U << 20;
-  if (bytes < kWorthSharing) return 1;
+  if (bytes < hixl::ext::kShareMinBytes) return 1;
   bool asked = false;
   size_t threads = CmaThreads(&asked);
   // With no core idle a helper has nothing to give: it would start, wait for

@@ -14,12 +14,15 @@
 #include <cstring>
 
 #include "status.h"
+#include "ucx_env.h"
 
 namespace hixl {
 
 using engine::Accepted;
 using engine::Clock;
 using engine::Cursor;
+using engine::DeadlineIn;
+using engine::kNotifyAmId;
 using engine::Fail;
 using engine::FrameHeader;
 using engine::FromUcs;
@@ -31,13 +34,8 @@ using engine::Writer;
 namespace {
 
 constexpr uint64_t kIdUcx = 1, kIdWake = 2, kIdListen = 3;
-constexpr unsigned kNotifyAmId = 0x48;
 constexpr auto kHandshakeGrace = std::chrono::seconds(5);
 constexpr auto kServerSendTimeout = std::chrono::seconds(2);
-
-Clock::time_point DeadlineIn(int32_t ms) {
-  return Clock::now() + std::chrono::milliseconds(ms < 0 ? 0 : ms);
-}
 
 void EpollAdd(int epfd, int fd, uint64_t id) {
   epoll_event ev;
@@ -52,20 +50,7 @@ void EpollAdd(int epfd, int fd, uint64_t id) {
 bool DirectMappingAllowed() {
   const char *direct = std::getenv("HIXL_RMA_DIRECT");
   if (direct != nullptr && std::strcmp(direct, "0") == 0) return false;
-  const char *tls = std::getenv("UCX_TLS");
-  if (tls == nullptr || *tls == '\0') return true;
-  std::string s(tls);
-  for (const char *w : {"sm", "shm", "posix", "sysv", "all", "mm"}) {
-    size_t pos = 0;
-    while ((pos = s.find(w, pos)) != std::string::npos) {
-      size_t end = pos + std::strlen(w);
-      bool left = pos == 0 || s[pos - 1] == ',' || s[pos - 1] == '^';
-      bool right = end == s.size() || s[end] == ',';
-      if (left && right) return s[0] != '^';
-      pos = end;
-    }
-  }
-  return s[0] == '^';
+  return engine::UcxTlsEnables({"sm", "shm", "posix", "sysv", "all", "mm"});
 }
 
 // A fresh mapping of a peer's segment faults on every page at first touch;
@@ -543,9 +528,9 @@ void HixlImpl::ProgressLoop() {
   // still polls a while once it runs again instead of finding the window
   // spent and going to sleep just before the next request.
   //
-  // A burst whose requests come a little further apart than the window (a
-  // remote atomic every ~70 us: each one waits for this thread to wake on a
-  // VM, which is what spaces them) would find the thread asleep every time,
+  // A burst whose requests come a little further apart than the window (each
+  // remote atomic waiting for this thread to wake, which is what spaces
+  // them) would find the thread asleep every time,
   // and stay that slow. So when work comes soon after the thread went to
   // sleep, the window stretches to twice that spacing (at most kMaxWindow):
   // the next request then finds it polling, and the burst speeds up again.
@@ -655,7 +640,7 @@ void HixlImpl::AcceptAll() {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     // Small control frames (INVALIDATE, TABLE_RESP) must not wait for the
-    // client's delayed ACK (Nagle): that cost ~40 ms per deregistration.
+    // client's delayed ACK (Nagle), which stalls every deregistration.
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto a = std::make_unique<Accepted>();

@@ -15,6 +15,8 @@
 namespace hixl {
 
 using engine::Clock;
+using engine::DeadlineIn;
+using engine::kNotifyAmId;
 using engine::Fail;
 using engine::FromUcs;
 using engine::Peer;
@@ -22,11 +24,8 @@ using engine::RemoteRegion;
 
 namespace {
 
-constexpr unsigned kNotifyAmId = 0x48;
 constexpr size_t kMaxNotifyName = 1024;
 constexpr size_t kMaxNotifyMsg = 64 * 1024;
-
-Clock::time_point DeadlineIn(int32_t ms) { return Clock::now() + std::chrono::milliseconds(ms < 0 ? 0 : ms); }
 
 const RemoteRegion *Find(const std::vector<RemoteRegion> &rs, uintptr_t addr, size_t len) {
   auto it = std::upper_bound(rs.begin(), rs.end(), addr,

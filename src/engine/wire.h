@@ -14,6 +14,14 @@ namespace engine {
 
 using Clock = std::chrono::steady_clock;
 
+/** The UCX active-message id of notifications (SendNotify). */
+constexpr unsigned kNotifyAmId = 0x48;
+
+/** The time point ``ms`` milliseconds from now (a negative ``ms``: now). */
+inline Clock::time_point DeadlineIn(int32_t ms) {
+  return Clock::now() + std::chrono::milliseconds(ms < 0 ? 0 : ms);
+}
+
 constexpr uint32_t kMagic = 0x4d525848U;  // "HXRM"
 constexpr uint16_t kVersion = 1;
 /** Frames before authentication are tiny: a stranger cannot make us buffer much. */

@@ -18,6 +18,12 @@
 namespace hixl {
 namespace ext {
 
+/** Same-node transfers of at least this many bytes may be shared out
+ *  between copy threads (the binding hands such copies into mapped memory
+ *  to the engine instead of copying them itself). */
+constexpr size_t kShareMinBytes = 4U << 20;
+
+
 /** @brief Option carrying the job token; both ends of a connection must agree. */
 constexpr const char *OPTION_JOB_TOKEN = "JobToken";
 /** @brief Option: default timeout (ms) of internal waits (handshake, invalidation). */

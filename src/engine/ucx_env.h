@@ -1,0 +1,24 @@
+// What the user's UCX environment allows the engine to do on its own.
+#ifndef HIXL_ENGINE_UCX_ENV_H
+#define HIXL_ENGINE_UCX_ENV_H
+
+#include <initializer_list>
+
+namespace hixl {
+namespace engine {
+
+/**
+ * @brief True when UCX_TLS enables one of ``transports`` (unset or empty:
+ *        everything is enabled).
+ *
+ * UCX_TLS is a comma-separated list of transport names, negated as a whole
+ * by a leading '^'. The engine bypasses UCX for same-node copies (mapped
+ * memory, cma); where the user narrowed UCX_TLS to transports without them,
+ * it honours that. One rule for every such question.
+ */
+bool UcxTlsEnables(std::initializer_list<const char *> transports);
+
+}  // namespace engine
+}  // namespace hixl
+
+#endif  // HIXL_ENGINE_UCX_ENV_H

@@ -9,13 +9,13 @@ same op on a location takes the same one:
   chunked so one large accumulate does not hold the lock throughout.
 """
 import ctypes
-import time
 
 import numpy as np
 from mpi4py import MPI
 
 from . import _engine
 from . import ctrl as CTRL
+from . import runtime as _rt
 from ._datatypes import as_buffer, target_blocks
 from .constants import PROC_NULL
 from .device import copy_to_device, is_device, to_host
@@ -179,14 +179,10 @@ class AccumulateMixin:
 
     def _acc_lock(self, t):
         me = self._rt.rank + 1
-        deadline = time.monotonic() + self._rt.timeout_ms / 1000.0
-        idle = 0
-        while self._atomic(t, self._engine.atomic_cas, 0, me, offset=CTRL.ACC) != 0:
-            idle += 1
-            if time.monotonic() > deadline:
-                raise HixlTimeoutError(f"accumulate lock of rank {t.rank} of window {self._label()} "
-                                       f"not acquired within {self._rt.timeout_ms} ms")
-            time.sleep(min(1e-6 * (1 << min(idle, 10)), 1e-3))
+        _rt.poll(lambda: self._atomic(t, self._engine.atomic_cas, 0, me, offset=CTRL.ACC) == 0,
+                 self._rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
+                     f"accumulate lock of rank {t.rank} of window {self._label()} not acquired within "
+                     f"{self._rt.timeout_ms} ms"))
 
     def _acc_unlock(self, t):
         self._atomic(t, self._engine.atomic_swap, 0, offset=CTRL.ACC)

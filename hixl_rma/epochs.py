@@ -7,7 +7,6 @@ shared = fetch-add 1 and back off while LOCK_EXCL is set. PSCW and fence
 completion are engine notifies and a barrier.
 """
 import os
-import time
 
 from . import _engine
 from . import constants as C
@@ -258,24 +257,20 @@ class EpochMixin:
 
     def _acquire(self, t, lock_type):
         eng = self._engine
-        deadline = time.monotonic() + self._rt.timeout_ms / 1000.0
-        idle = 0
-        while True:
+
+        def try_once():
             if lock_type == C.LOCK_EXCLUSIVE:
-                if self._atomic(t, eng.atomic_cas, 0, LOCK_EXCL) == 0:
-                    return
-            else:
-                old = self._atomic(t, eng.atomic_fetch_add, 1)
-                if not old & LOCK_EXCL:
-                    return
-                self._atomic(t, eng.atomic_fetch_add, _MASK)  # -1: back out, a writer holds it
-            idle += 1
-            if time.monotonic() > deadline:
-                kind = "exclusive" if lock_type == C.LOCK_EXCLUSIVE else "shared"
-                raise HixlTimeoutError(f"Lock: could not take the {kind} lock of rank {t.rank} of window "
-                                       f"{self._label()} within {self._rt.timeout_ms} ms")
-            # Back off without a spinning core: the holder may need ours.
-            time.sleep(min(1e-6 * (1 << min(idle, 10)), 1e-3))
+                return self._atomic(t, eng.atomic_cas, 0, LOCK_EXCL) == 0
+            if not self._atomic(t, eng.atomic_fetch_add, 1) & LOCK_EXCL:
+                return True
+            self._atomic(t, eng.atomic_fetch_add, _MASK)  # -1: back out, a writer holds it
+            return False
+
+        kind = "exclusive" if lock_type == C.LOCK_EXCLUSIVE else "shared"
+        # Backing off leaves the core to the holder, which may need ours.
+        _rt.poll(try_once, self._rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
+            f"Lock: could not take the {kind} lock of rank {t.rank} of window {self._label()} "
+            f"within {self._rt.timeout_ms} ms"))
 
     def _release(self, t, lock_type):
         eng = self._engine

@@ -12,7 +12,6 @@ target publishes what it consumed per source in its control block, which
 origins read only when they reach the bound.
 """
 import struct
-import time
 
 import numpy as np
 
@@ -51,21 +50,17 @@ class NotifyMixin:
 
     def _wait_credit(self, t, limit, what):
         word = np.zeros(1, np.uint64)
-        deadline = time.monotonic() + self._rt.timeout_ms / 1000.0
-        idle = 0
-        while True:
+
+        def credited():
             self._engine.transfer_sync(t.addr, _engine.READ,
                                        [(word.ctypes.data, t.ctrl + CTRL.consumed_offset(self._comm.rank), 8)],
                                        self._rt.timeout_ms)
             t.credit = int(word[0])
-            if t.notified - t.credit < limit:
-                return
-            idle += 1
-            if time.monotonic() > deadline:
-                raise HixlTimeoutError(f"{what} to rank {t.rank} of window {self._label()}: the target has "
-                                       f"{limit} unconsumed notifications from this rank (notify_limit) and "
-                                       f"consumed none within {self._rt.timeout_ms} ms")
-            time.sleep(min(1e-5 * idle, 1e-3))
+            return t.notified - t.credit < limit
+
+        _rt.poll(credited, self._rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
+            f"{what} to rank {t.rank} of window {self._label()}: the target has {limit} unconsumed "
+            f"notifications from this rank (notify_limit) and consumed none within {self._rt.timeout_ms} ms"))
 
     def Notify(self, target_rank, tag=0):
         """Deliver ``tag`` to target_rank after all earlier RMA to it completed."""
@@ -129,19 +124,19 @@ class NotifyMixin:
             raise ParamError(f"Wait_notify_all: count must be a non-negative int, got {count!r}")
         tag, source = self._match_tag(tag), self._match_source(source)
         timeout_s = self._rt.timeout_ms / 1000.0 if timeout is None else float(timeout)
-        deadline = time.monotonic() + timeout_s
-        got, idle = [], 0
-        while len(got) < count:
-            new = self._take(tag, source, count - len(got))
-            if new:
-                got += new
-                idle = 0
-                continue
-            idle += 1
-            if time.monotonic() > deadline:
-                raise HixlTimeoutError(f"Wait_notify on window {self._label()}: {len(got)} of {count} "
-                                       f"notification(s) (tag={tag}, source={source}) within {timeout_s:g} s")
-            _rt.sleep_backoff(idle)
+        got = []
+
+        def enough():
+            while len(got) < count:
+                new = self._take(tag, source, count - len(got))
+                if not new:
+                    return False
+                got.extend(new)
+            return True
+
+        _rt.poll(enough, timeout_s, lambda: HixlTimeoutError(
+            f"Wait_notify on window {self._label()}: {len(got)} of {count} notification(s) "
+            f"(tag={tag}, source={source}) within {timeout_s:g} s"))
         return got
 
     def _match_tag(self, tag):

@@ -112,29 +112,43 @@ def _wait(req, timeout_ms, what):
         f"first window on a communicator of all ranks)"))
 
 
+def poll(ready, timeout_s, timed_out, check=None):
+    """The one wait loop of the Python layer: call ``ready()`` until it
+    returns something true (which is returned), backing off between calls
+    (``sleep_backoff``: no core is spun for long). Past ``timeout_s`` raise
+    ``timed_out()`` (an exception). ``check()``, called every 0.1 s, may
+    raise to give up early (a peer known to be dead)."""
+    now = time.monotonic()
+    deadline = now + timeout_s
+    next_check = now + 0.1
+    idle = 0
+    while True:
+        got = ready()
+        if got:
+            return got
+        idle += 1
+        if idle % 64 == 0 or idle > 1024:
+            now = time.monotonic()
+            if now > deadline:
+                raise timed_out()
+            if check is not None and now > next_check:
+                next_check = now + 0.1
+                check()
+        sleep_backoff(idle)
+
+
 def wait_request(req, timeout_ms, message, check=None):
     """Complete a non-blocking MPI request without spinning a core; on timeout
     raise HixlTimeoutError(message()). ``check()``, called every 0.1 s while
     waiting, may raise to give up early (a peer known to be dead)."""
-    now = time.monotonic()
-    deadline = now + timeout_ms / 1000.0
-    next_check = now + 0.1
-    idle = 0
-    while not req.Test():
-        idle += 1
-        if idle % 64 == 0:
-            now = time.monotonic()
-            if now > deadline:
-                raise HixlTimeoutError(message())
-            if check is not None and now > next_check:
-                next_check = now + 0.1
-                try:
-                    check()
-                except HixlError:
-                    if req.Test():  # it completed after all (the peer left after it)
-                        return
-                    raise
-        sleep_backoff(idle)
+    def check_request():
+        try:
+            check()
+        except HixlError:
+            if not req.Test():  # not completed after all (the peer left after it did)
+                raise
+    poll(req.Test, timeout_ms / 1000.0, lambda: HixlTimeoutError(message()),
+         None if check is None else check_request)
 
 
 def _free_port(host):
@@ -266,29 +280,25 @@ def wait_notifies(key, sources, timeout_ms, what):
     st = runtime()
     need = collections.Counter(sources)
     got = []
-    deadline = time.monotonic() + timeout_ms / 1000.0
-    idle = 0
     q = st.notify_queues[key]
-    while True:
-        for _ in range(len(q)):
-            src, msg = q.popleft()
-            if need[src] > 0:
-                need[src] -= 1
-                got.append((src, msg))
-            else:
-                q.append((src, msg))
-        if not +need:
-            return got
-        st.poll_notifies()
-        if q:
-            idle = 0
-            continue
-        idle += 1
-        if idle % 64 == 0 and time.monotonic() > deadline:
-            missing = sorted((+need).elements())
-            raise HixlTimeoutError(f"{what}: no notification from world rank(s) {missing} "
-                                   f"within {timeout_ms} ms")
-        sleep_backoff(idle)
+
+    def take():
+        for _ in range(2):  # what is queued, then what the engine has
+            for _ in range(len(q)):
+                src, msg = q.popleft()
+                if need[src] > 0:
+                    need[src] -= 1
+                    got.append((src, msg))
+                else:
+                    q.append((src, msg))
+            if not +need:
+                return True
+            st.poll_notifies()
+        return False
+
+    poll(take, timeout_ms / 1000.0, lambda: HixlTimeoutError(
+        f"{what}: no notification from world rank(s) {sorted((+need).elements())} within {timeout_ms} ms"))
+    return got
 
 
 __all__ = ["Init", "Finalize", "Is_initialized", "runtime", "barrier", "allreduce_and", "collective",

@@ -16,7 +16,6 @@ from libcpp.string cimport string
 from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
-import os
 
 import numpy as np
 
@@ -120,15 +119,9 @@ del MEM_HOST_, MEM_DEVICE_
 
 
 def default_timeout_ms():
-    """Timeout of blocking calls: ``HIXL_RMA_TIMEOUT_MS`` or 30 000 ms."""
-    value = os.environ.get("HIXL_RMA_TIMEOUT_MS", "")
-    try:
-        ms = int(value) if value else 30000
-    except ValueError:
-        raise ParamError(f"HIXL_RMA_TIMEOUT_MS must be an integer number of milliseconds, got {value!r}")
-    if ms <= 0:
-        raise ParamError(f"HIXL_RMA_TIMEOUT_MS must be positive, got {ms}")
-    return ms
+    """Timeout of blocking calls: ``HIXL_RMA_TIMEOUT_MS`` or 30 000 ms (config.py)."""
+    from . import config
+    return config.timeout_ms()
 
 
 # The default timeout, read from the environment once (a lookup per call

@@ -6,9 +6,9 @@ driven by remote atomics (the foMPI design): exclusive = CAS 0 -> LOCK_EXCL,
 shared = fetch-add 1 and back off while LOCK_EXCL is set. PSCW and fence
 completion are engine notifies and a barrier.
 """
-import os
 
 from . import _engine
+from . import config
 from . import constants as C
 from . import ctrl as CTRL
 from . import runtime as _rt
@@ -146,7 +146,7 @@ class EpochMixin:
         """The address here of every rank's fence counter, or None when a
         rank's control block cannot be mapped (another node, vendor HIXL)."""
         st = self._rt
-        if not _engine.HAS_EXTENSIONS or os.environ.get("HIXL_RMA_SHARED_FENCE", "1") == "0":
+        if not _engine.HAS_EXTENSIONS or not config.shared_fence():
             return None
         host = st.addresses[st.rank].rsplit(":", 1)[0]
         if any(st.addresses[w].rsplit(":", 1)[0] != host for w in self._comm.world_ranks):

@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from . import _engine
+from . import config
 from .errors import ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, PeerFailure
 
 _lock = threading.RLock()
@@ -165,7 +166,7 @@ def _local_host():
     HIXL_RMA_HOST wins; otherwise the address the host name resolves to,
     and loopback when that is not usable (all ranks on one machine).
     """
-    host = os.environ.get("HIXL_RMA_HOST")
+    host = config.host()
     if host:
         return host
     try:

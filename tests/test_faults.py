@@ -30,6 +30,8 @@ import time
 
 import pytest
 
+import procutil
+
 pytestmark = pytest.mark.timeout(120)
 
 TIMEOUT_MS = 3000
@@ -179,16 +181,7 @@ def _env(**extra):
 
 
 def _run(cmd, env, timeout=RUN_TIMEOUT_S):
-    """Run a command in its own session; kill the whole group on timeout."""
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
-                         start_new_session=True)
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        pytest.fail(f"{cmd} hung for {timeout} s; output:\n{out}")
-    return p.returncode, out
+    return procutil.run(cmd, env, timeout)
 
 
 def _results(out):

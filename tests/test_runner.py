@@ -4,12 +4,12 @@ hixl_rma.Win; ``hixl_rma.dropin.install()`` does the same in-process.
 The programs here are written for mpi4py alone (they never import hixl_rma)
 and run under ``mpiexec -n 2``."""
 import os
-import signal
-import subprocess
 import sys
 import textwrap
 
 import pytest
+
+import procutil
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -51,15 +51,7 @@ PROGRAM = textwrap.dedent(r'''
 
 
 def _run(cmd, env=None, timeout=RUN_TIMEOUT_S):
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         start_new_session=True, env=env)
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        out, _ = p.communicate()
-        pytest.fail(f"{cmd} hung for {timeout} s; output:\n{out}")
-    return p.returncode, out
+    return procutil.run(cmd, env, timeout)
 
 
 def test_runner_runs_an_unmodified_mpi4py_program(tmp_path):

@@ -1,0 +1,21 @@
+"""Helpers of the tests that start processes (mpiexec jobs, interpreters)."""
+import os
+import signal
+import subprocess
+
+import pytest
+
+
+def run(cmd, env=None, timeout=60):
+    """Run a command in its own session; (exit status, stdout+stderr). On
+    timeout the whole process group is killed and the test fails with the
+    output so far: a hung job fails its test, it never stalls the run."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        out, _ = p.communicate()
+        pytest.fail(f"{cmd} hung for {timeout} s; output:\n{out}")
+    return p.returncode, out

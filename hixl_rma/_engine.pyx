@@ -388,9 +388,13 @@ cdef class Engine:
         cdef cmap[AscendString, AscendString] opts
         cdef bytes local = _b(local_engine, "local_engine")
         cdef bytes k, v
+        if options is not None and not isinstance(options, dict):
+            raise ParamError(f"options must be a dict, got {type(options).__name__}")
+        if HIXL_RMA_HAS_EXT:
+            # The built-in engine's settings (config.py), under what the caller gave.
+            from . import config
+            options = {**config.engine_options(), **(options or {})}
         if options is not None:
-            if not isinstance(options, dict):
-                raise ParamError(f"options must be a dict, got {type(options).__name__}")
             for key, value in options.items():
                 k = _b(key, "option name")
                 v = _b(str(value) if isinstance(value, int) else value, "option value")

@@ -1,9 +1,10 @@
 """Every ``HIXL_RMA_*`` setting, its default, and when it is read.
 
-The Python layer reads its settings through this module only; the engine
-reads its own (marked "engine") from the environment when it starts or, for
-``HIXL_RMA_CMA_THREADS``, at each large transfer. README, "Settings", lists
-the same table.
+Read here and nowhere else: the Python layer's own settings, and the
+engine's, which every ``Engine`` gets as ``Initialize`` options when it
+starts (``engine_options``). One exception: ``HIXL_RMA_CMA_THREADS`` is read
+by the engine at each large transfer, so that a program may change it
+between transfers. README, "Settings", lists the same table.
 """
 import os
 
@@ -16,12 +17,13 @@ SETTINGS = {
                                   "name's address, loopback when it has none)"),
     "HIXL_RMA_SHARED_FENCE": ("1", "a window's first Fence", "0: Fence meets in an MPI barrier even when "
                                                                "every rank is on this node"),
-    "HIXL_RMA_POLL_US": ("50", "engine, at start", "how long the progress thread polls after serving a peer"),
-    "HIXL_RMA_CMA": ("1", "engine, at start", "0: UCX moves every same-node block (no engine cma)"),
+    "HIXL_RMA_POLL_US": ("50", "engine start (option PollUs)",
+                         "how long the progress thread polls after serving a peer"),
+    "HIXL_RMA_CMA": ("1", "engine start (option Cma)", "0: UCX moves every same-node block (no engine cma)"),
     "HIXL_RMA_CMA_THREADS": ("", "engine, each transfer of 4 MiB or more",
                              "threads that share a large same-node copy (default: one helper where a "
                              "core is idle)"),
-    "HIXL_RMA_DIRECT": ("1", "engine, at connect", "0: never map a peer's memory (no memcpy path)"),
+    "HIXL_RMA_DIRECT": ("1", "engine start (option Direct)", "0: never map a peer's memory (no memcpy path)"),
 }
 
 
@@ -50,3 +52,13 @@ def host():
 def shared_fence():
     """False when ``HIXL_RMA_SHARED_FENCE=0``."""
     return _get("HIXL_RMA_SHARED_FENCE") != "0"
+
+
+#: engine option -> the setting it comes from (hixl_ext.h names the options)
+_ENGINE_OPTIONS = {"PollUs": "HIXL_RMA_POLL_US", "Cma": "HIXL_RMA_CMA", "Direct": "HIXL_RMA_DIRECT"}
+
+
+def engine_options():
+    """The built-in engine's settings as ``Initialize`` options (the engine
+    checks them and names a bad one)."""
+    return {option: _get(name) for option, name in _ENGINE_OPTIONS.items()}

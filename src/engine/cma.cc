@@ -83,11 +83,17 @@ bool HostIdentity::SharesPidsWith(const HostIdentity &other) const {
          pidns_ino == other.pidns_ino && other.pid > 0 && other.pid <= static_cast<uint64_t>(INT_MAX);
 }
 
-CmaMode CmaModeFromEnv() {
-  const char *v = std::getenv("HIXL_RMA_CMA");
-  if (v != nullptr && std::strcmp(v, "0") == 0) return CmaMode::OFF;
-  if (v != nullptr && std::strcmp(v, "short") == 0) return CmaMode::SHORT;
-  return UcxTlsEnables({"cma", "sm", "shm", "all"}) ? CmaMode::ON : CmaMode::OFF;
+bool ParseCmaMode(const std::string &value, CmaMode &mode) {
+  if (value == "0") {
+    mode = CmaMode::OFF;
+  } else if (value == "short") {
+    mode = CmaMode::SHORT;
+  } else if (value == "1" || value.empty()) {
+    mode = UcxTlsEnables({"cma", "sm", "shm", "all"}) ? CmaMode::ON : CmaMode::OFF;
+  } else {
+    return false;
+  }
+  return true;
 }
 
 UniqueFd OpenPidFd(uint64_t pid) {

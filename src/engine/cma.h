@@ -50,7 +50,8 @@ enum class CmaMode {
   ON,     ///< towards same-namespace peers
   SHORT,  ///< test switch: every call moves only part of its blocks, UCX the rest
 };
-CmaMode CmaModeFromEnv();
+/** @brief The mode for option Cma (`value`: "1", "0", "short"), as far as UCX_TLS allows cma; false: invalid. */
+bool ParseCmaMode(const std::string &value, CmaMode &mode);
 
 /** @brief A pidfd of `pid` (-1 when the kernel has none, or the process is gone). */
 UniqueFd OpenPidFd(uint64_t pid);

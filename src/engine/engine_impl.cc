@@ -45,13 +45,6 @@ void EpollAdd(int epfd, int fd, uint64_t id) {
   epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
 }
 
-// Mapping a peer's memory bypasses the transports UCX_TLS selects; when the
-// user narrowed UCX_TLS to network transports, honour that and never map.
-bool DirectMappingAllowed() {
-  const char *direct = std::getenv("HIXL_RMA_DIRECT");
-  if (direct != nullptr && std::strcmp(direct, "0") == 0) return false;
-  return engine::UcxTlsEnables({"sm", "shm", "posix", "sysv", "all", "mm"});
-}
 
 // A fresh mapping of a peer's segment faults on every page at first touch;
 // populate the page tables once here rather than inside the first transfers.
@@ -66,11 +59,10 @@ void Prefault(char *p, size_t len) {
 #endif
 }
 
-// HIXL_RMA_POLL_US: how long the progress thread polls after target-side work.
-long PollWindowUs() {
-  const char *v = std::getenv("HIXL_RMA_POLL_US");
-  long us = v != nullptr ? std::strtol(v, nullptr, 10) : 50;
-  return us < 0 ? 0 : (us > 100000 ? 100000 : us);
+bool ParseLong(const std::string &s, long &out) {
+  char *end = nullptr;
+  out = std::strtol(s.c_str(), &end, 10);
+  return end != s.c_str() && *end == '\0';
 }
 
 }  // namespace
@@ -94,9 +86,22 @@ Status HixlImpl::Initialize(const std::string &local, const std::map<AscendStrin
       if (end == val.c_str() || *end != '\0' || v <= 0 || v > 86400000)
         return Fail(PARAM_INVALID, "option TimeoutMs must be a positive number of milliseconds, got '" + val + "'");
       default_timeout_ms_ = static_cast<int32_t>(v);
+    } else if (key == ext::OPTION_POLL_US) {
+      long us = 0;
+      if (!ParseLong(val, us)) return Fail(PARAM_INVALID, "option PollUs must be microseconds, got '" + val + "'");
+      poll_us_ = us < 0 ? 0 : (us > 100000 ? 100000 : us);
+    } else if (key == ext::OPTION_CMA) {
+      cma_option_ = val;
+    } else if (key == ext::OPTION_DIRECT) {
+      if (val != "0" && val != "1") return Fail(PARAM_INVALID, "option Direct must be 0 or 1, got '" + val + "'");
+      direct_ = val == "1";
     }
   }
-  cma_mode_ = engine::CmaModeFromEnv();
+  if (!engine::ParseCmaMode(cma_option_, cma_mode_))
+    return Fail(PARAM_INVALID, "option Cma must be 1, 0 or short, got '" + cma_option_ + "'");
+  // Mapping a peer's memory bypasses the transports UCX_TLS selects; when the
+  // user narrowed UCX_TLS to network transports, honour that and never map.
+  direct_ = direct_ && engine::UcxTlsEnables({"sm", "shm", "posix", "sysv", "all", "mm"});
   // Roll back whatever was set up if a later step fails.
   struct Guard {
     HixlImpl *self;
@@ -297,7 +302,7 @@ Status HixlImpl::DecodeTable(Peer &peer, Cursor &c, const std::vector<RemoteRegi
                              std::vector<RemoteRegion> &out) {
   uint32_t count = 0;
   if (!c.u32(count) || count > engine::kMaxRegions) return Fail(FAILED, "malformed memory table from " + peer.name);
-  bool direct = DirectMappingAllowed();
+  const bool direct = direct_;
   out.clear();
   out.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
@@ -537,7 +542,7 @@ void HixlImpl::ProgressLoop() {
   // Work after a longer sleep resets the window.
   using std::chrono::microseconds;
   constexpr microseconds kMaxWindow{500};
-  const microseconds base_window{PollWindowUs()};
+  const microseconds base_window{poll_us_};
   microseconds window = base_window;
   auto last_work = Clock::now() - window;
   unsigned idle_polls = 4 * static_cast<unsigned>(window.count());

@@ -207,6 +207,9 @@ class HixlImpl {
   std::string token_;
   int32_t default_timeout_ms_ = 30000;
   engine::CmaMode cma_mode_ = engine::CmaMode::OFF;
+  std::string cma_option_ = "1";  ///< option Cma
+  long poll_us_ = 50;             ///< option PollUs
+  bool direct_ = true;            ///< option Direct, as far as UCX_TLS allows mapping
   std::string listen_address_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;

@@ -28,6 +28,12 @@ constexpr size_t kShareMinBytes = 4U << 20;
 constexpr const char *OPTION_JOB_TOKEN = "JobToken";
 /** @brief Option: default timeout (ms) of internal waits (handshake, invalidation). */
 constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
+/** @brief Option: how long (us) the progress thread polls after serving a peer (default 50; 0: never). */
+constexpr const char *OPTION_POLL_US = "PollUs";
+/** @brief Option: "1" (default) the engine's own cma to same-node peers, "0" none, "short" a test mode. */
+constexpr const char *OPTION_CMA = "Cma";
+/** @brief Option: "1" (default) map same-node peers' engine memory, "0" never. */
+constexpr const char *OPTION_DIRECT = "Direct";
 
 /** @brief The peer died or dropped its control connection (our code). */
 constexpr Status PEER_FAILURE = 503901U;

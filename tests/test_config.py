@@ -1,0 +1,60 @@
+"""Every HIXL_RMA_* setting is read in one place (hixl_rma/config.py), given
+to the engine as options, and documented in the README with its default."""
+import os
+import re
+
+import pytest
+
+import hixl_rma
+from hixl_rma import config
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEST_ONLY = {"HIXL_RMA_UCX_PERFTEST", "HIXL_RMA_LEAK_CYCLES", "HIXL_RMA_LEAK_RSS_MB"}
+
+
+def _sources(*dirs, exts=(".py", ".pyx", ".pxi", ".cc", ".h")):
+    for d in dirs:
+        for base, _, files in os.walk(os.path.join(ROOT, d)):
+            for f in files:
+                if f.endswith(exts) and not f.endswith("_engine.cpp"):
+                    yield os.path.join(base, f)
+
+
+def test_every_setting_is_read_in_config_only():
+    readers = {}
+    for path in _sources("hixl_rma", "src"):
+        text = open(path, errors="replace").read()
+        for name in re.findall(r'(?:getenv|environ\.get|environ\[)\(?\s*"(HIXL_RMA_\w+)"', text):
+            readers.setdefault(name, set()).add(os.path.relpath(path, ROOT))
+    allowed = {"hixl_rma/config.py"}
+    stray = {n: sorted(p - allowed) for n, p in readers.items()
+             if p - allowed and n not in TEST_ONLY and n != "HIXL_RMA_CMA_THREADS"}
+    assert stray == {}, f"read outside config.py: {stray}"
+    assert readers.get("HIXL_RMA_CMA_THREADS") == {"src/engine/share.cc"}  # the one read per transfer
+
+
+def test_readme_documents_every_setting_with_its_default():
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    rows = dict(re.findall(r"^\| `(HIXL_RMA_\w+)` \| ([^|]+) \|", readme, re.M))
+    for name, (default, _, _) in config.SETTINGS.items():
+        assert name in rows, name
+        assert rows[name].strip() == (default or "unset"), (name, rows[name], default)
+
+
+def test_engine_takes_the_settings_as_options_and_names_a_bad_one(monkeypatch):
+    monkeypatch.setenv("HIXL_RMA_CMA", "sometimes")
+    with pytest.raises(hixl_rma.ParamError, match="option Cma must be 1, 0 or short, got 'sometimes'"):
+        hixl_rma.Engine()
+    monkeypatch.setenv("HIXL_RMA_CMA", "0")
+    monkeypatch.setenv("HIXL_RMA_DIRECT", "2")
+    with pytest.raises(hixl_rma.ParamError, match="option Direct must be 0 or 1, got '2'"):
+        hixl_rma.Engine()
+    monkeypatch.setenv("HIXL_RMA_DIRECT", "0")
+    assert config.engine_options() == {"PollUs": "50", "Cma": "0", "Direct": "0"}
+    with hixl_rma.Engine() as eng:  # valid settings: a working engine
+        assert eng.address.startswith("127.0.0.1:")
+    with pytest.raises(hixl_rma.ParamError, match="HIXL_RMA_TIMEOUT_MS must be positive"):
+        monkeypatch.setenv("HIXL_RMA_TIMEOUT_MS", "-5")
+        config.timeout_ms()

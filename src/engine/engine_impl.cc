@@ -127,17 +127,17 @@ Status HixlImpl::Initialize(const std::string &local, const std::map<AscendStrin
   ucs_status_t us = ucp_worker_set_am_recv_handler(worker_->get(), &am);
   if (us != UCS_OK) return FromUcs(us, "cannot install the notify handler");
 
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epoll_fd_ < 0 || wake_fd_ < 0) return Fail(RESOURCE_EXHAUSTED, "cannot create epoll/eventfd");
-  EpollAdd(epoll_fd_, worker_->event_fd(), kIdUcx);
-  EpollAdd(epoll_fd_, wake_fd_, kIdWake);
+  epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
+  wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!epoll_fd_.valid() || !wake_fd_.valid()) return Fail(RESOURCE_EXHAUSTED, "cannot create epoll/eventfd");
+  EpollAdd(epoll_fd_.get(), worker_->event_fd(), kIdUcx);
+  EpollAdd(epoll_fd_.get(), wake_fd_.get(), kIdWake);
   if (hp.port >= 0) {
     std::string err;
     int port = 0;
-    listen_fd_ = engine::Listen(hp, port, err);
-    if (listen_fd_ < 0) return Fail(PARAM_INVALID, err);
-    EpollAdd(epoll_fd_, listen_fd_, kIdListen);
+    listen_fd_.reset(engine::Listen(hp, port, err));
+    if (!listen_fd_.valid()) return Fail(PARAM_INVALID, err);
+    EpollAdd(epoll_fd_.get(), listen_fd_.get(), kIdListen);
     listen_address_ = (hp.host.find(':') != std::string::npos ? "[" + hp.host + "]" : hp.host) + ":" +
                       std::to_string(port);
   } else {
@@ -166,17 +166,15 @@ void HixlImpl::Finalize() {
   {
     std::lock_guard<std::mutex> lk(mu_);
     for (auto &kv : peer_by_conn_)
-      if (kv.second->fd >= 0) ClosePeerFd(*kv.second);
+      if (kv.second->fd.valid()) ClosePeerFd(*kv.second);
     peer_by_conn_.clear();
-    for (auto &kv : accepted_) close(kv.second->fd);
-    accepted_.clear();
+    accepted_.clear();  // closes their sockets
     regions_.clear();
     ack_waits_.clear();
   }
-  if (listen_fd_ >= 0) close(listen_fd_);
-  if (epoll_fd_ >= 0) close(epoll_fd_);
-  if (wake_fd_ >= 0) close(wake_fd_);
-  listen_fd_ = epoll_fd_ = wake_fd_ = -1;
+  listen_fd_.reset();
+  epoll_fd_.reset();
+  wake_fd_.reset();
   {
     std::lock_guard<std::mutex> lk(notify_mu_);
     notifies_.clear();
@@ -188,9 +186,9 @@ void HixlImpl::Finalize() {
 }
 
 void HixlImpl::Wake() {
-  if (wake_fd_ < 0) return;
+  if (!wake_fd_.valid()) return;
   uint64_t one = 1;
-  ssize_t r = write(wake_fd_, &one, sizeof(one));
+  ssize_t r = write(wake_fd_.get(), &one, sizeof(one));
   (void)r;
 }
 
@@ -273,7 +271,7 @@ Status HixlImpl::Withdraw(MemHandle handle, std::unique_ptr<engine::LocalRegion>
   for (auto &kv : accepted_) {
     Accepted &a = *kv.second;
     if (!a.authed) continue;
-    if (engine::SendAll(a.fd, frame, Clock::now() + std::chrono::milliseconds(200))) wait->pending.insert(a.id);
+    if (engine::SendAll(a.fd.get(), frame, Clock::now() + std::chrono::milliseconds(200))) wait->pending.insert(a.id);
   }
   if (!wait->pending.empty()) {
     ack_waits_[req_id] = wait;
@@ -350,7 +348,8 @@ Status HixlImpl::Connect(const std::string &remote, int32_t timeout_ms) {
   }
   auto deadline = DeadlineIn(timeout_ms);
   std::string err;
-  int fd = engine::ConnectTcp(hp, deadline, err);
+  engine::UniqueFd sock(engine::ConnectTcp(hp, deadline, err));
+  const int fd = sock.get();
   if (fd < 0)
     return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED, "Connect to " + remote + " failed: " + err);
   Writer hello;
@@ -360,21 +359,17 @@ Status HixlImpl::Connect(const std::string &remote, int32_t timeout_ms) {
   std::string payload;
   if (!engine::SendAll(fd, engine::Frame(Msg::HELLO, 0, hello.str()), deadline) ||
       !engine::RecvFrame(fd, h, payload, engine::kMaxPayload, deadline)) {
-    close(fd);
     return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED,
                 "Connect to " + remote + ": no handshake answer (is it a HIXL engine?)");
   }
   if (h.type != static_cast<uint16_t>(Msg::HELLO_OK)) {
-    close(fd);
     return Fail(FAILED, "Connect to " + remote + " refused: job token mismatch");
   }
   auto peer = std::make_shared<Peer>();
   peer->name = remote;
-  peer->fd = fd;
   Cursor c(payload.data(), payload.size());
   std::string worker_addr;
   if (!c.bytes(worker_addr, 1U << 16)) {
-    close(fd);
     return Fail(FAILED, "Connect to " + remote + ": malformed handshake");
   }
   ucp_ep_params_t ep_params;
@@ -385,10 +380,8 @@ Status HixlImpl::Connect(const std::string &remote, int32_t timeout_ms) {
   // liveness is watched through the control socket instead.
   ep_params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
   ucs_status_t us = ucp_ep_create(worker_->get(), &ep_params, &peer->ep);
-  if (us != UCS_OK) {
-    close(fd);
-    return FromUcs(us, "Connect to " + remote + ": ucp_ep_create failed");
-  }
+  if (us != UCS_OK) return FromUcs(us, "Connect to " + remote + ": ucp_ep_create failed");
+  peer->fd = std::move(sock);  // from here on the peer owns the socket
   Status st = DecodeTable(*peer, c, {}, peer->regions);
   engine::HostIdentity identity;
   if (st == SUCCESS && identity.Decode(c)) EnableCma(*peer, identity);
@@ -399,15 +392,14 @@ Status HixlImpl::Connect(const std::string &remote, int32_t timeout_ms) {
       peer->conn_id = next_id_++;
       peers_[remote] = peer;
       peer_by_conn_[peer->conn_id] = peer;
-      EpollAdd(epoll_fd_, fd, peer->conn_id);
+      EpollAdd(epoll_fd_.get(), fd, peer->conn_id);
       return SUCCESS;
     }
   }
   std::string keep = engine::LastErrorText();
   peer->regions.clear();
   TeardownPeer(peer, DeadlineIn(1000));
-  close(fd);
-  peer->fd = -1;
+  peer->fd.reset();
   return Fail(st, keep);
 }
 
@@ -427,7 +419,7 @@ void HixlImpl::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
     void *req = engine::FlushEp(peer->ep);
     Wait(req, deadline, [&] { return PeerAbort(*peer); });
     std::lock_guard<std::mutex> sl(peer->send_mu);
-    if (peer->fd >= 0) engine::SendAll(peer->fd, engine::Frame(Msg::BYE, 0, ""), deadline);
+    if (peer->fd.valid()) engine::SendAll(peer->fd.get(), engine::Frame(Msg::BYE, 0, ""), deadline);
   }
   {
     std::unique_lock<std::shared_mutex> tl(peer->table_mu);
@@ -474,7 +466,7 @@ Status HixlImpl::ControlRequest(const PeerPtr &peer, Msg type, Msg want, std::st
   }
   {
     std::lock_guard<std::mutex> sl(peer->send_mu);
-    if (peer->dead || peer->fd < 0 || !engine::SendAll(peer->fd, engine::Frame(type, req_id, ""), deadline))
+    if (peer->dead || !peer->fd.valid() || !engine::SendAll(peer->fd.get(), engine::Frame(type, req_id, ""), deadline))
       return PeerError(*peer, "control request");
   }
   std::unique_lock<std::mutex> rl(peer->resp_mu);
@@ -569,7 +561,7 @@ void HixlImpl::ProgressLoop() {
       continue;
     }
     if (ucp_worker_arm(w) == UCS_ERR_BUSY) continue;
-    int n = epoll_wait(epoll_fd_, evs, 64, 100);
+    int n = epoll_wait(epoll_fd_.get(), evs, 64, 100);
     woke = true;
     for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64);
     RunPendingCloses();
@@ -589,7 +581,7 @@ void HixlImpl::ServeEvent(uint64_t id) {
   if (id == kIdUcx) return;  // the worker is progressed by the loop (or by a waiting caller)
   if (id == kIdWake) {
     uint64_t v;
-    ssize_t r = read(wake_fd_, &v, sizeof(v));
+    ssize_t r = read(wake_fd_.get(), &v, sizeof(v));
     (void)r;
     return;
   }
@@ -618,7 +610,7 @@ void HixlImpl::ParkWhileCallersWait(epoll_event *evs) {
                       [&] { return waiting_.load(std::memory_order_seq_cst) == 0 || !running_; });
     parked_.store(false, std::memory_order_seq_cst);
   }
-  int n = epoll_wait(epoll_fd_, evs, 64, 0);
+  int n = epoll_wait(epoll_fd_.get(), evs, 64, 0);
   for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64);
 }
 
@@ -634,26 +626,25 @@ void HixlImpl::RunPendingCloses() {
 
 void HixlImpl::ClosePeerFd(Peer &peer) {
   std::lock_guard<std::mutex> sl(peer.send_mu);
-  if (peer.fd < 0) return;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, peer.fd, nullptr);
-  close(peer.fd);
-  peer.fd = -1;
+  if (!peer.fd.valid()) return;
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, peer.fd.get(), nullptr);
+  peer.fd.reset();
 }
 
 void HixlImpl::AcceptAll() {
   for (;;) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     // Small control frames (INVALIDATE, TABLE_RESP) must not wait for the
     // client's delayed ACK (Nagle), which stalls every deregistration.
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     auto a = std::make_unique<Accepted>();
-    a->fd = fd;
+    a->fd.reset(fd);
     a->since = Clock::now();
     std::lock_guard<std::mutex> lk(mu_);
     a->id = next_id_++;
-    EpollAdd(epoll_fd_, fd, a->id);
+    EpollAdd(epoll_fd_.get(), fd, a->id);
     accepted_[a->id] = std::move(a);
   }
 }
@@ -662,16 +653,15 @@ void HixlImpl::CloseAccepted(uint64_t id) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = accepted_.find(id);
   if (it == accepted_.end()) return;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second->fd, nullptr);
-  close(it->second->fd);
-  accepted_.erase(it);
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
+  accepted_.erase(it);  // closes its socket
   // A client that went away cannot hold up an invalidation.
   for (auto &kv : ack_waits_) kv.second->pending.erase(id);
   ack_cv_.notify_all();
 }
 
 void HixlImpl::ServeAccepted(Accepted &a) {
-  bool alive = a.reader.Fill(a.fd);
+  bool alive = a.reader.Fill(a.fd.get());
   FrameHeader h;
   std::string payload;
   for (;;) {
@@ -695,7 +685,7 @@ bool HixlImpl::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std:
     if (!c.bytes(token, engine::kMaxTokenLen) || !c.bytes(name, engine::kMaxNameLen)) return false;
     if (!engine::TokensEqual(token, token_)) {
       // The stranger learns nothing but the refusal.
-      engine::SendAll(a.fd, engine::Frame(Msg::REJECT, 0, ""), deadline);
+      engine::SendAll(a.fd.get(), engine::Frame(Msg::REJECT, 0, ""), deadline);
       return false;
     }
     Writer w;
@@ -708,12 +698,12 @@ bool HixlImpl::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std:
     engine::HostIdentity::Self().Encode(w);
     a.authed = true;
     a.client = name;
-    return engine::SendAll(a.fd, engine::Frame(Msg::HELLO_OK, 0, w.str()), deadline);
+    return engine::SendAll(a.fd.get(), engine::Frame(Msg::HELLO_OK, 0, w.str()), deadline);
   }
   switch (type) {
     case Msg::TABLE_REQ: {
       std::lock_guard<std::mutex> lk(mu_);
-      return engine::SendAll(a.fd, engine::Frame(Msg::TABLE_RESP, h.req_id, EncodeTable()), deadline);
+      return engine::SendAll(a.fd.get(), engine::Frame(Msg::TABLE_RESP, h.req_id, EncodeTable()), deadline);
     }
     case Msg::INVALIDATE_ACK: {
       std::lock_guard<std::mutex> lk(mu_);
@@ -732,8 +722,8 @@ bool HixlImpl::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std:
 }
 
 void HixlImpl::ServePeer(const PeerPtr &peer) {
-  if (peer->fd < 0) return;
-  bool alive = peer->reader.Fill(peer->fd);
+  if (!peer->fd.valid()) return;
+  bool alive = peer->reader.Fill(peer->fd.get());
   FrameHeader h;
   std::string payload;
   for (;;) {
@@ -772,8 +762,8 @@ void HixlImpl::HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, const 
         }
       }
       std::lock_guard<std::mutex> sl(peer->send_mu);
-      if (peer->fd >= 0)
-        engine::SendAll(peer->fd, engine::Frame(Msg::INVALIDATE_ACK, h.req_id, ""),
+      if (peer->fd.valid())
+        engine::SendAll(peer->fd.get(), engine::Frame(Msg::INVALIDATE_ACK, h.req_id, ""),
                         Clock::now() + kServerSendTimeout);
       break;
     }

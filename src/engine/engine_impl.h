@@ -55,7 +55,7 @@ struct RemoteRegion {
 struct Peer {
   std::string name;
   uint64_t conn_id = 0;
-  int fd = -1;  ///< closed only by the progress thread (or at teardown)
+  UniqueFd fd;  ///< the control socket; closed only by the progress thread (or at teardown)
   ucp_ep_h ep = nullptr;
   std::atomic<bool> dead{false};
   std::atomic<bool> closing{false};
@@ -89,7 +89,7 @@ struct Peer {
 /** @brief An incoming control connection (one per connected client). */
 struct Accepted {
   uint64_t id;
-  int fd;
+  UniqueFd fd;
   bool authed = false;
   std::string client;
   Clock::time_point since;
@@ -211,9 +211,9 @@ class HixlImpl {
   long poll_us_ = 50;             ///< option PollUs
   bool direct_ = true;            ///< option Direct, as far as UCX_TLS allows mapping
   std::string listen_address_;
-  int listen_fd_ = -1;
-  int epoll_fd_ = -1;
-  int wake_fd_ = -1;
+  engine::UniqueFd listen_fd_;
+  engine::UniqueFd epoll_fd_;
+  engine::UniqueFd wake_fd_;
   std::thread progress_;
   std::atomic<bool> running_{false};
   std::atomic<int> waiting_{0};  ///< callers inside Wait()

@@ -26,6 +26,12 @@ class UniqueFd {
     if (fd_ >= 0) close(fd_);
   }
   int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  /** @brief Close the descriptor held (if any) and hold `fd` instead. */
+  void reset(int fd = -1) {
+    if (fd_ >= 0 && fd_ != fd) close(fd_);
+    fd_ = fd;
+  }
   int release() {
     int fd = fd_;
     fd_ = -1;

@@ -450,13 +450,15 @@ def _check_count(count, what):
     return count
 
 
+class _Interface:
+    """An ``__array_interface__`` holder whose array keeps ``owner`` alive."""
+
+    __slots__ = ("__array_interface__", "owner")
+
+
 def _array_at(address, shape, strides, typestr, readonly, owner):
     """A numpy array over host memory described by an array interface; it
     keeps ``owner`` alive."""
-
-    class _Interface:
-        __slots__ = ("__array_interface__", "owner")
-
     iface = _Interface()
     iface.owner = owner
     iface.__array_interface__ = {"version": 3, "data": (address, bool(readonly)), "shape": tuple(shape),

@@ -13,9 +13,9 @@ from libc.string cimport memcpy, strchr
 from libc.stdint cimport int64_t, uint8_t
 
 cdef size_t _NOGIL_COPY = 1 << 16  # copies this large release the GIL
-from mpi4py import MPI as _MPI_CONSTANTS
+from mpi4py import MPI as _MPI
 from . import constants as _constants
-cdef long _PROC_NULL = _MPI_CONSTANTS.PROC_NULL
+cdef long _PROC_NULL = _MPI.PROC_NULL
 # A target's declared access mode (constants.ACCESS_*), as its metadata carries it.
 cdef uint8_t _READ_WRITE = _constants.ACCESS_READ_WRITE
 cdef uint8_t _READ_ONLY = _constants.ACCESS_READ_ONLY
@@ -268,14 +268,6 @@ cdef class FastWin:
             return 1
         finally:
             PyBuffer_Release(&view)
-
-    cpdef bint put(self, object origin, object target_rank, object target=None) except *:
-        """Put when the common case applies; False leaves it to the Python layer."""
-        return self._move(origin, target_rank, target, True) == 1
-
-    cpdef bint get(self, object origin, object target_rank, object target=None) except *:
-        """Get when the common case applies; False leaves it to the Python layer."""
-        return self._move(origin, target_rank, target, False) == 1
 
     cpdef bint atomic(self, object origin, object compare, object result, object target_rank,
                       object target_disp, int code) except *:

@@ -9,7 +9,6 @@
 # which derives from this one and keeps the rest of the window's state.
 
 from cpython.buffer cimport PyBuffer_FillInfo
-from mpi4py import MPI as _MPI
 
 from . import ops as _ops
 

@@ -134,10 +134,10 @@ class _NoHotPath:
 
     fence_used = False
 
-    def put(self, *args):
+    def fence(self, *args):
         return False
 
-    get = flush = fence = atomic = put
+    atomic = fence
 
     def is_dirty(self, rank):
         return False
@@ -239,7 +239,6 @@ class Win(_engine.WinBase, EpochMixin, AccumulateMixin, NotifyMixin, BatchMixin,
             mine = winmeta.pack(winmeta.Meta(base, size, self._disp_unit, self._ctrl_handle.addr, access,
                                              mem_type, st.next_window_id))
             st.next_window_id += 1
-            error = None
         except HixlError as exc:
             # Creation is collective: the other ranks learn of a local failure
             # through the allgather instead of waiting in it forever.

@@ -5,7 +5,7 @@
 # is already connected -- are parsed into C values here and done in one
 # step: a memcpy into (or out of) a peer region mapped into this process, or
 # one engine post. Anything else returns False and the Python layer
-# (win.py) takes it, with its full checks and error messages.
+# (core.py and the parts) takes it, with its full checks and error messages.
 
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_SIMPLE
 from cpython.exc cimport PyErr_Clear
@@ -30,7 +30,7 @@ cdef extern from "Python.h":
 
 
 cdef class FastWin:
-    """C-level state of one window's targets and epochs (see win.py).
+    """C-level state of one window's targets and epochs (see core.py).
 
     The hot path either completes an operation or raises: when the engine
     refuses or fails it, the error is raised here, naming the call, the

@@ -3,10 +3,11 @@
 # mpi4py's MPI.Win exports the local window memory through the buffer
 # protocol (``memoryview(win)``; mpi4py.util.sync spins on it), which on
 # CPython < 3.12 only an extension type can offer. The hot calls (Put, Get,
-# Flush, the one-element atomics) are methods of this type, in mpi4py's
+# Flush, Fence, the one-element atomics) are methods of this type, in mpi4py's
 # pattern: arguments into C values, one engine call, no Python frame on the
 # way; anything beyond the common case goes on to the Python class Win,
-# which derives from this one and keeps the rest of the window's state.
+# which derives from this one and hands it to the window's core and parts
+# (core.py: the rest of the window's state).
 
 from cpython.buffer cimport PyBuffer_FillInfo
 
@@ -39,7 +40,7 @@ cdef class WinBase:
     """Base of hixl_rma.Win: the buffer protocol over the local window
     memory, and the hot calls."""
 
-    cdef FastWin _core  # the hot path's state of this window (aliases share it)
+    cdef FastWin _core  # the hot path's state of this window: the core's FastWin (aliases share it)
 
     def _set_core(self, FastWin core):
         self._core = core
@@ -79,6 +80,11 @@ cdef class WinBase:
         """Remote completion of all RMA to ``rank`` (inside a passive epoch)."""
         if self._core is None or not self._core.flush(rank):
             self._flush(rank)
+
+    def Fence(self, assertion=0):
+        """Complete this rank's RMA, then barrier; opens the next fence epoch."""
+        if self._core is None or not self._core.fence(assertion):
+            self._fence(assertion)
 
     def Accumulate(self, origin, target_rank, target=None, op=_ops.SUM):
         """Element-wise atomic ``target = op(target, origin)``."""

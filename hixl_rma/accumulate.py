@@ -17,10 +17,11 @@ from . import _engine
 from . import ctrl as CTRL
 from . import runtime as _rt
 from ._datatypes import as_buffer, target_blocks
+from .core import pair_blocks
 from .constants import PROC_NULL
 from .device import copy_to_device, is_device, to_host
 from .errors import DatatypeError, HixlTimeoutError, ParamError, also
-from .ops import NO_OP, REPLACE, SUM, as_op, native_atomic
+from .ops import NO_OP, REPLACE, as_op, native_atomic
 from .request import Request
 
 CHUNK_BYTES = 64 * 1024
@@ -82,14 +83,22 @@ class _Acc:
     __slots__ = ("t", "op", "dtype", "tblk", "tbase", "origin", "result", "count", "device_result")
 
 
-class AccumulateMixin:
-    """Accumulate, Get_accumulate, Fetch_and_op, Compare_and_swap and their R- forms."""
+class Accumulates:
+    """Accumulate, Get_accumulate, Fetch_and_op, Compare_and_swap and their
+    R- forms beyond the hot path (a part of the window's core; no state of
+    its own)."""
 
-    def _acc_parse(self, what, origin, result, target_rank, target, op, count1=False):
-        self._need_atomics()
+    __slots__ = ("w",)
+
+    def __init__(self, core):
+        self.w = core
+
+    def _parse(self, what, origin, result, target_rank, target, op, count1=False):
+        w = self.w
+        w.need_atomics()
         a = _Acc()
         a.op = as_op(op, what)
-        a.t = self._target(target_rank, what)
+        a.t = w.target(target_rank, what)
         if a.t is None:
             return None  # MPI.PROC_NULL: nothing is parsed, nothing moves
         # The op runs at the origin on the host: device origins are copied there.
@@ -114,16 +123,16 @@ class AccumulateMixin:
             raise DatatypeError(f"{what}: target type {tdtype} differs from origin type {dtype}")
         a.dtype, a.tblk, a.origin, a.result = dtype, tblk, ob, rb
         a.count = ob.size // dtype.itemsize
-        a.tbase = self._target_base(a.t, tblk, what) if len(tblk) else 0
+        a.tbase = w.target_base(a.t, tblk, what) if len(tblk) else 0
         if a.op is not NO_OP:
-            self._check_mode(a.t, _WRITE, what)
+            w.check_mode(a.t, _WRITE, what)
         if rb is not None or a.op is NO_OP:
-            self._check_mode(a.t, _READ, what)
+            w.check_mode(a.t, _READ, what)
         return a
 
     # ------------------------------------------------------------ paths
 
-    def _acc_run(self, a, fetch):
+    def _run(self, a, fetch):
         """Apply a parsed accumulate; returns old values when fetch."""
         if a.count == 0:
             return np.zeros(0, a.dtype) if fetch else None
@@ -133,28 +142,30 @@ class AccumulateMixin:
         if native is not None and a.t.mem_type != _engine.MEM_DEVICE:
             addrs = a.tbase + _byte_index(a.tblk, 8)
             if not (addrs % 8).any():
-                return self._acc_native(a, native, addrs, values, fetch)
-        return self._acc_locked(a, values, fetch)
+                return self._native(a, native, addrs, values, fetch)
+        return self._locked(a, values, fetch)
 
-    def _acc_native(self, a, native, addrs, values, fetch):
-        t, eng = a.t, self._engine
+    def _native(self, a, native, addrs, values, fetch):
+        w = self.w
+        t, eng = a.t, w.engine
         u64 = (np.zeros(a.count, np.uint64) if values is None else values.view(np.uint64))
         if native == "NOOP":
-            old = eng.atomic_many(t.addr, "ADD", addrs, u64, True, self._rt.timeout_ms)
+            old = eng.atomic_many(t.addr, "ADD", addrs, u64, True, w.rt.timeout_ms)
         elif native == "SWAP" or fetch:
-            old = eng.atomic_many(t.addr, native, addrs, u64, True, self._rt.timeout_ms)
+            old = eng.atomic_many(t.addr, native, addrs, u64, True, w.rt.timeout_ms)
         else:
-            if self._fast.posted_atomic(t.rank) not in (None, native):
-                self._flush_target(t)  # keep this origin's accumulates in order
+            if w.fast.posted_atomic(t.rank) not in (None, native):
+                w.flush_target(t)  # keep this origin's accumulates in order
             eng.atomic_many(t.addr, native, addrs, u64, False)
-            self._fast.note_posted_atomic(t.rank, t.addr, native)
+            w.fast.note_posted_atomic(t.rank, t.addr, native)
             return None
         return old.view(a.dtype) if fetch else None
 
-    def _acc_locked(self, a, values, fetch):
-        t, eng = a.t, self._engine
-        if self._fast.is_dirty(t.rank) and self._info.get("accumulate_ordering") != "none":
-            self._flush_target(t)  # posted atomics first: accumulates are ordered
+    def _locked(self, a, values, fetch):
+        w = self.w
+        t, eng = a.t, w.engine
+        if w.fast.is_dirty(t.rank) and w.info.get("accumulate_ordering") != "none":
+            w.flush_target(t)  # posted atomics first: accumulates are ordered
         isz = a.dtype.itemsize
         tmp = np.empty(a.count, a.dtype)
         base = tmp.ctypes.data
@@ -164,71 +175,73 @@ class AccumulateMixin:
         for lo in range(0, a.count, step):
             hi = min(a.count, lo + step)
             d = _slice_descs(descs, base + lo * isz, base + hi * isz)
-            self._acc_lock(t)
+            self._lock(t)
             try:
-                eng.transfer_sync(t.addr, _READ, d, self._rt.timeout_ms)
+                eng.transfer_sync(t.addr, _READ, d, w.rt.timeout_ms)
                 if fetch:
                     old[lo:hi] = tmp[lo:hi]
                 if a.op is not NO_OP:
                     with np.errstate(all="ignore"):
                         tmp[lo:hi] = a.op.apply(tmp[lo:hi], values[lo:hi])
-                    eng.transfer_sync(t.addr, _WRITE, d, self._rt.timeout_ms)
+                    eng.transfer_sync(t.addr, _WRITE, d, w.rt.timeout_ms)
             finally:
-                self._acc_unlock(t)
+                self._unlock(t)
         return old
 
-    def _acc_lock(self, t):
-        me = self._rt.rank + 1
-        _rt.poll(lambda: self._atomic(t, self._engine.atomic_cas, 0, me, offset=CTRL.ACC) == 0,
-                 self._rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
-                     f"accumulate lock of rank {t.rank} of window {self._label()} not acquired within "
-                     f"{self._rt.timeout_ms} ms"))
+    def _lock(self, t):
+        """The target's accumulate lock (a control-block word), with back-off."""
+        w = self.w
+        me = w.rt.rank + 1
+        _rt.poll(lambda: w.ctrl_atomic(t, w.engine.atomic_cas, 0, me, offset=CTRL.ACC) == 0,
+                 w.rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
+                     f"accumulate lock of rank {t.rank} of window {w.label()} not acquired within "
+                     f"{w.rt.timeout_ms} ms"))
 
-    def _acc_unlock(self, t):
-        self._atomic(t, self._engine.atomic_swap, 0, offset=CTRL.ACC)
+    def _unlock(self, t):
+        self.w.ctrl_atomic(t, self.w.engine.atomic_swap, 0, offset=CTRL.ACC)
 
     # ------------------------------------------------------------- API
 
-    # Accumulate, Fetch_and_op and Compare_and_swap are the extension type's
-    # (WinBase): one 8-byte integer element in C, everything else here.
+    # Accumulate, Fetch_and_op and Compare_and_swap come here from the
+    # extension type (WinBase) when the hot path did not take them.
 
     def _fast_atomic(self, code, origin, compare, result, target_rank, target):
         """The hot path once more for a target it did not know yet: atomics
         may be the first operation to a target (native atomics only, so it
-        agrees with _acc_run's choice of path)."""
-        if code < 0 or type(target_rank) is not int or not 0 <= target_rank < len(self._targets):
+        agrees with _run's choice of path)."""
+        w = self.w
+        if code < 0 or type(target_rank) is not int or not 0 <= target_rank < len(w.targets):
             return False
-        if self._fast.is_ready(target_rank) or self._freed:
+        if w.fast.is_ready(target_rank) or w.freed:
             return False  # the hot path already declined it
-        self._make_ready(self._targets[target_rank])
-        return self._fast.atomic(origin, compare, result, target_rank, target, code)
+        w.make_ready(w.targets[target_rank])
+        return w.fast.atomic(origin, compare, result, target_rank, target, code)
 
-    def _accumulate(self, origin, target_rank, target, op):
+    def accumulate(self, origin, target_rank, target, op):
         if self._fast_atomic(_engine.fast_op_code(op), origin, None, None, target_rank, target):
             return
-        a = self._acc_parse("Accumulate", origin, None, target_rank, target, op)
+        a = self._parse("Accumulate", origin, None, target_rank, target, op)
         if a is not None:
-            self._acc_run(a, False)
+            self._run(a, False)
 
-    def Get_accumulate(self, origin, result, target_rank, target=None, op=SUM):
+    def get_accumulate(self, origin, result, target_rank, target, op):
         """Accumulate that also returns the previous target values in result."""
-        a = self._acc_parse("Get_accumulate", origin, result, target_rank, target, op)
+        a = self._parse("Get_accumulate", origin, result, target_rank, target, op)
         if a is not None:
-            self._put_result(a, self._acc_run(a, True))
+            _put_result(a, self._run(a, True))
 
-    def _fetch_and_op(self, origin, result, target_rank, target_disp, op):
+    def fetch_and_op(self, origin, result, target_rank, target_disp, op):
         if self._fast_atomic(_engine.fast_op_code(op), origin, None, result, target_rank, target_disp):
             return
-        a = self._acc_parse("Fetch_and_op", origin, result, target_rank, _disp(target_disp), op,
-                            count1=True)
+        a = self._parse("Fetch_and_op", origin, result, target_rank, _disp(target_disp), op, count1=True)
         if a is not None:
-            self._put_result(a, self._acc_run(a, True))
+            _put_result(a, self._run(a, True))
 
-    def _compare_and_swap(self, origin, compare, result, target_rank, target_disp):
+    def compare_and_swap(self, origin, compare, result, target_rank, target_disp):
         if self._fast_atomic(_engine.FAST_CSWAP, origin, compare, result, target_rank, target_disp):
             return
-        a = self._acc_parse("Compare_and_swap", origin, result, target_rank, _disp(target_disp),
-                            REPLACE, count1=True)
+        a = self._parse("Compare_and_swap", origin, result, target_rank, _disp(target_disp), REPLACE,
+                        count1=True)
         if a is None:
             return
         cb = as_buffer(compare, writable=False, name="compare")
@@ -241,52 +254,44 @@ class AccumulateMixin:
         new, cmp = gather(a.origin, a.dtype), gather(cb, a.dtype)
         addr = a.tbase + int(a.tblk[0, 0])
         if a.dtype.itemsize == 8 and addr % 8 == 0:
-            old = self._engine.atomic_cas(a.t.addr, addr, int(cmp.view(np.uint64)[0]),
-                                          int(new.view(np.uint64)[0]), self._rt.timeout_ms)
-            self._put_result(a, np.array([old], np.uint64).view(a.dtype))
+            old = self.w.engine.atomic_cas(a.t.addr, addr, int(cmp.view(np.uint64)[0]),
+                                           int(new.view(np.uint64)[0]), self.w.rt.timeout_ms)
+            _put_result(a, np.array([old], np.uint64).view(a.dtype))
             return
-        self._put_result(a, self._cas_locked(a, new, cmp))
-
-    @staticmethod
-    def _put_result(a, values):
-        scatter(a.result, values)
-        if a.device_result is not None:
-            copy_to_device(a.device_result, a.result.obj)
+        _put_result(a, self._cas_locked(a, new, cmp))
 
     def _cas_locked(self, a, new, cmp):
-        t, eng = a.t, self._engine
+        t, eng = a.t, self.w.engine
         tmp = np.empty(1, a.dtype)
         d = _pair_one(tmp.ctypes.data, a.dtype.itemsize, a.tblk, a.tbase)
-        self._acc_lock(t)
+        self._lock(t)
         try:
-            eng.transfer_sync(t.addr, _READ, d, self._rt.timeout_ms)
+            eng.transfer_sync(t.addr, _READ, d, self.w.rt.timeout_ms)
             old = tmp.copy()
             if old.view(np.uint8).tobytes() == cmp.view(np.uint8).tobytes():
                 tmp[:] = new
-                eng.transfer_sync(t.addr, _WRITE, d, self._rt.timeout_ms)
+                eng.transfer_sync(t.addr, _WRITE, d, self.w.rt.timeout_ms)
         finally:
-            self._acc_unlock(t)
+            self._unlock(t)
         return old
 
-    def Raccumulate(self, origin, target_rank, target=None, op=SUM):
-        """Request-based Accumulate (complete when it returns, or at Wait)."""
-        self.Accumulate(origin, target_rank, target, op)
-        return self._acc_request(target_rank)
-
-    def Rget_accumulate(self, origin, result, target_rank, target=None, op=SUM):
-        """Request-based Get_accumulate."""
-        self.Get_accumulate(origin, result, target_rank, target, op)
-        return self._acc_request(target_rank)
-
-    def _acc_request(self, target_rank):
-        t = None if target_rank == PROC_NULL else self._targets[target_rank]
-        if t is None or not self._fast.is_dirty(t.rank):
+    def request(self, target_rank):
+        """The Request of Raccumulate/Rget_accumulate issued to target_rank:
+        complete at once unless something is left to flush there."""
+        w = self.w
+        t = None if target_rank == PROC_NULL else w.targets[target_rank]
+        if t is None or not w.fast.is_dirty(t.rank):
             return Request.completed()
-        return Request(lambda: self._flush_target(t))
+        return Request(lambda: w.flush_target(t))
+
+
+def _put_result(a, values):
+    scatter(a.result, values)
+    if a.device_result is not None:
+        copy_to_device(a.device_result, a.result.obj)
 
 
 def _pair_one(local, nbytes, tblk, tbase):
-    from .win import pair_blocks
     return pair_blocks(np.array([[0, nbytes]], np.int64), local, tblk, tbase)
 
 

@@ -8,21 +8,29 @@ from .constants import WIN_FLAVOR_DYNAMIC as _FLAVOR_DYNAMIC
 from .errors import BoundsError, ParamError
 
 
-class BatchMixin:
-    """Put_batch and Get_batch."""
+class Batches:
+    """Put_batch and Get_batch (a part of the window's core; a tagged batch
+    notifies through the window's Notifications)."""
 
-    def _batch(self, what, op, origin_blocks, target_rank, target_disps, tag):
-        t = self._target(target_rank, what)
-        if (t is not None and _engine.HAS_EXTENSIONS and self._flavor != _FLAVOR_DYNAMIC
+    __slots__ = ("w", "notifications")
+
+    def __init__(self, core, notifications):
+        self.w = core
+        self.notifications = notifications
+
+    def run(self, what, op, origin_blocks, target_rank, target_disps, tag):
+        w = self.w
+        t = w.target(target_rank, what)
+        if (t is not None and _engine.HAS_EXTENSIONS and w.flavor != _FLAVOR_DYNAMIC
                 and type(origin_blocks) is tuple and len(origin_blocks) == 2):
             # The common case, checked and posted in C; anything out of the
             # ordinary is left to the full checks below.
-            self._check_mode(t, op, what)
-            if _engine.post_batch(self._engine, t.addr, op, origin_blocks[0], origin_blocks[1], target_disps,
+            w.check_mode(t, op, what)
+            if _engine.post_batch(w.engine, t.addr, op, origin_blocks[0], origin_blocks[1], target_disps,
                                   t.disp_unit, t.base, t.size):
-                self._fast.mark_dirty(t.rank, t.addr, origin_blocks[0])
+                w.fast.mark_dirty(t.rank, t.addr, origin_blocks[0])
                 if tag is not None:
-                    self.Notify(target_rank, tag)
+                    self.notifications.notify(target_rank, tag)
                 return
         local, lens, keep = _origin_blocks(origin_blocks, op == _engine.READ, what)
         disps = np.asarray(target_disps)
@@ -31,39 +39,29 @@ class BatchMixin:
                              f"got shape {disps.shape} of {disps.dtype}")
         if t is None:
             return
-        self._check_mode(t, op, what)
+        w.check_mode(t, op, what)
         disps = disps.astype(np.int64)
         if len(disps) and disps.min() < 0:
             bad = int(np.argmin(disps))
-            raise BoundsError(f"{what} to rank {t.rank} of window {self._label()}: block {bad} has negative "
+            raise BoundsError(f"{what} to rank {t.rank} of window {w.label()}: block {bad} has negative "
                               f"displacement {int(disps[bad])}")
         tblk = np.stack([disps * t.disp_unit, lens], axis=1) if len(lens) else np.zeros((0, 2), np.int64)
         if len(tblk):
-            if self._flavor != _FLAVOR_DYNAMIC:
+            if w.flavor != _FLAVOR_DYNAMIC:
                 ends = tblk[:, 0] + tblk[:, 1]
                 if ends.max() > t.size:
                     bad = int(np.argmax(ends > t.size))
-                    raise BoundsError(f"{what} to rank {t.rank} of window {self._label()}: block {bad} at target "
+                    raise BoundsError(f"{what} to rank {t.rank} of window {w.label()}: block {bad} at target "
                                       f"offset {int(tblk[bad, 0])} length {int(tblk[bad, 1])} exceeds the "
                                       f"window size {t.size} bytes; nothing was moved")
-            base = self._target_base(t, tblk, what)
+            base = w.target_base(t, tblk, what)
             descs = np.empty((len(lens), 3), np.uint64)
             descs[:, 0] = local
             descs[:, 1] = base + tblk[:, 0]
             descs[:, 2] = lens
-            self._post(t, op, descs, keep)
+            w.post(t, op, descs, keep)
         if tag is not None:
-            self.Notify(target_rank, tag)
-
-    def Put_batch(self, origin_blocks, target_rank, target_disps, tag=None):
-        """Put many blocks at once; ``origin_blocks`` is a list of buffers or
-        ``(buffer, offsets)`` with offsets an (n, 2) array of (offset, length).
-        With ``tag``, the target is notified once the whole batch landed."""
-        self._batch("Put_batch", _engine.WRITE, origin_blocks, target_rank, target_disps, tag)
-
-    def Get_batch(self, origin_blocks, target_rank, target_disps):
-        """Get many blocks at once into the origin blocks (see Put_batch)."""
-        self._batch("Get_batch", _engine.READ, origin_blocks, target_rank, target_disps, None)
+            self.notifications.notify(target_rank, tag)
 
 
 def _origin_blocks(spec, writable, what):

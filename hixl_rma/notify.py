@@ -18,8 +18,8 @@ import numpy as np
 from . import _engine
 from . import ctrl as CTRL
 from . import runtime as _rt
+from .constants import PROC_NULL
 from .errors import HixlTimeoutError, ParamError
-from .request import Request
 
 DEFAULT_NOTIFY_LIMIT = 1024
 _TAG = struct.Struct("<q")
@@ -31,99 +31,102 @@ def _check_tag(tag, what):
     return int(tag)
 
 
-class NotifyMixin:
-    """Put_notify, Notify, Wait_notify, Test_notify, Wait_notify_all."""
+class Notifications:
+    """Notify, Put_notify, Wait_notify, Test_notify, Wait_notify_all (a part
+    of the window's core). Its own state: per target, how many
+    notifications this rank sent there and what the target had consumed of
+    them when last read."""
 
-    def _notify_limit(self):
+    __slots__ = ("w", "sent", "credit", "_world_to_rank")
+
+    def __init__(self, core):
+        self.w = core
+        n = len(core.targets)
+        self.sent = [0] * n    # notifications this rank sent to each target
+        self.credit = [0] * n  # what each target had consumed of them when last read
+        self._world_to_rank = {t.world: t.rank for t in core.targets}
+
+    def _limit(self):
+        info = self.w.info
         try:
-            return max(1, int(self._info.get("notify_limit", DEFAULT_NOTIFY_LIMIT)))
+            return max(1, int(info.get("notify_limit", DEFAULT_NOTIFY_LIMIT)))
         except ValueError:
-            raise ParamError(f"info notify_limit must be an int, got {self._info['notify_limit']!r}") from None
+            raise ParamError(f"info notify_limit must be an int, got {info['notify_limit']!r}") from None
 
-    def _send_tagged(self, t, tag, what):
-        limit = self._notify_limit()
-        if t.notified - t.credit >= limit:
+    def _send(self, t, tag, what):
+        w = self.w
+        limit = self._limit()
+        if self.sent[t.rank] - self.credit[t.rank] >= limit:
             self._wait_credit(t, limit, what)
-        self._engine.send_notify(t.addr, f"{self._key}:n/{self._rt.rank}", _TAG.pack(tag), self._rt.timeout_ms)
-        t.notified += 1
-        self._fast.take_dirty(t.rank)  # send_notify flushed everything before it
+        w.engine.send_notify(t.addr, f"{w.key}:n/{w.rt.rank}", _TAG.pack(tag), w.rt.timeout_ms)
+        self.sent[t.rank] += 1
+        w.fast.take_dirty(t.rank)  # send_notify flushed everything before it
 
     def _wait_credit(self, t, limit, what):
+        w = self.w
         word = np.zeros(1, np.uint64)
 
         def credited():
-            self._engine.transfer_sync(t.addr, _engine.READ,
-                                       [(word.ctypes.data, t.ctrl + CTRL.consumed_offset(self._comm.rank), 8)],
-                                       self._rt.timeout_ms)
-            t.credit = int(word[0])
-            return t.notified - t.credit < limit
+            w.engine.transfer_sync(t.addr, _engine.READ,
+                                   [(word.ctypes.data, t.ctrl + CTRL.consumed_offset(w.comm.rank), 8)],
+                                   w.rt.timeout_ms)
+            self.credit[t.rank] = int(word[0])
+            return self.sent[t.rank] - self.credit[t.rank] < limit
 
-        _rt.poll(credited, self._rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
-            f"{what} to rank {t.rank} of window {self._label()}: the target has {limit} unconsumed "
-            f"notifications from this rank (notify_limit) and consumed none within {self._rt.timeout_ms} ms"))
+        _rt.poll(credited, w.rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
+            f"{what} to rank {t.rank} of window {w.label()}: the target has {limit} unconsumed "
+            f"notifications from this rank (notify_limit) and consumed none within {w.rt.timeout_ms} ms"))
 
-    def Notify(self, target_rank, tag=0):
+    def notify(self, target_rank, tag):
         """Deliver ``tag`` to target_rank after all earlier RMA to it completed."""
         tag = _check_tag(tag, "Notify")
-        t = self._target(target_rank, "Notify")
+        t = self.w.target(target_rank, "Notify")
         if t is not None:
-            self._send_tagged(t, tag, "Notify")
+            self._send(t, tag, "Notify")
 
-    def Put_notify(self, origin, target_rank, target=None, tag=0):
-        """Put, then a notification the target sees only once the data is there."""
+    def put_notify(self, put, origin, target_rank, target, tag):
+        """``put(origin, target_rank, target)``, then a notification the
+        target sees only once the data is there."""
         tag = _check_tag(tag, "Put_notify")
-        self.Put(origin, target_rank, target)
-        if target_rank != _rt.runtime().MPI.PROC_NULL:
-            self._send_tagged(self._targets[target_rank], tag, "Put_notify")
-
-    def Rput_notify(self, origin, target_rank, target=None, tag=0):
-        """Request-based Put_notify (complete when it returns)."""
-        self.Put_notify(origin, target_rank, target, tag)
-        return Request.completed()
+        put(origin, target_rank, target)
+        if target_rank != PROC_NULL:
+            self._send(self.w.targets[target_rank], tag, "Put_notify")
 
     # ------------------------------------------------------------ target
 
     def _take(self, tag, source, limit):
         """Up to ``limit`` matching notifications from the queue: [(rank, tag)]."""
-        st = self._rt
+        w = self.w
+        st = w.rt
         st.poll_notifies()
-        q = st.notify_queues[f"{self._key}:n"]
-        world_to_rank = self._world_to_rank()
+        q = st.notify_queues[f"{w.key}:n"]
+        world_to_rank = self._world_to_rank
         out, keep = [], []
         while q:
             world, msg = q.popleft()
             rank, value = world_to_rank.get(world), _TAG.unpack(msg)[0]
             if len(out) < limit and (tag is None or value == tag) and (source is None or rank == source):
                 out.append((rank, value))
-                self._ctrl64[CTRL.consumed_offset(rank) // 8] += 1  # frees a credit of that origin
+                w.ctrl64[CTRL.consumed_offset(rank) // 8] += 1  # frees a credit of that origin
             else:
                 keep.append((world, msg))
         q.extend(keep)
         return out
 
-    def _world_to_rank(self):
-        m = getattr(self, "_w2r", None)
-        if m is None:
-            m = self._w2r = {t.world: t.rank for t in self._targets}
-        return m
-
-    def Test_notify(self, tag=None, source=None):
+    def test(self, tag, source):
         """A matching notification ``(source, tag)`` if one arrived, else None."""
-        self._check_live("Test_notify")
+        self.w.check_live("Test_notify")
         got = self._take(self._match_tag(tag), self._match_source(source), 1)
         return got[0] if got else None
 
-    def Wait_notify(self, tag=None, source=None, timeout=None):
-        """Wait for a matching notification; returns ``(source, tag)``."""
-        return self.Wait_notify_all(1, tag, source, timeout)[0]
-
-    def Wait_notify_all(self, count, tag=None, source=None, timeout=None):
+    def wait_all(self, count, tag, source, timeout):
         """Wait for ``count`` matching notifications; returns [(source, tag)]."""
-        self._check_live("Wait_notify_all")
+        w = self.w
+        w.check_live("Wait_notify_all")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ParamError(f"Wait_notify_all: count must be a non-negative int, got {count!r}")
         tag, source = self._match_tag(tag), self._match_source(source)
-        timeout_s = self._rt.timeout_ms / 1000.0 if timeout is None else float(timeout)
+        timeout_s = w.rt.timeout_ms / 1000.0 if timeout is None else float(timeout)
         got = []
 
         def enough():
@@ -135,7 +138,7 @@ class NotifyMixin:
             return True
 
         _rt.poll(enough, timeout_s, lambda: HixlTimeoutError(
-            f"Wait_notify on window {self._label()}: {len(got)} of {count} notification(s) "
+            f"Wait_notify on window {w.label()}: {len(got)} of {count} notification(s) "
             f"(tag={tag}, source={source}) within {timeout_s:g} s"))
         return got
 
@@ -143,4 +146,4 @@ class NotifyMixin:
         return None if tag is None else _check_tag(tag, "Wait_notify")
 
     def _match_source(self, source):
-        return None if source is None else self._comm.check_rank(source, "Wait_notify source")
+        return None if source is None else self.w.comm.check_rank(source, "Wait_notify source")

@@ -54,7 +54,7 @@ class _Runtime:
         self.unreachable = {}  # world rank -> why its engine refused a connection
         self.notify_queues = collections.defaultdict(collections.deque)
         self.next_window_id = 0
-        self.windows = set()  # live windows (weak use: Free removes them)
+        self.windows = set()  # live windows' cores (core.WindowCore; teardown removes them)
 
     def connect(self, world_rank):
         """The engine address of world_rank, connecting on first use."""
@@ -219,8 +219,8 @@ def _shutdown(collective):
         st = _state
         if st is None:
             return
-        for win in list(st.windows):
-            win._teardown_local()
+        for core in list(st.windows):
+            core.teardown_local()
         try:
             if collective and not st.MPI.Is_finalized():
                 barrier(st.world, st.timeout_ms, range(st.size))

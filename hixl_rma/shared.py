@@ -47,11 +47,12 @@ class Segment:
             self._engine.deregister_mem(seg)
 
 
-def allocate(win, size, noncontig):
-    """The contiguous segment of ``win`` with this rank's part of ``size``
-    bytes (``-1``: this rank's arguments failed); None where every rank is
-    to allocate its own part. Collective over the window's communicator."""
-    comm, st, eng = win._comm, win._rt, win._engine
+def allocate(comm, st, size, noncontig):
+    """The contiguous segment of a window over ``comm`` (a Communicator)
+    with this rank's part of ``size`` bytes (``-1``: this rank's arguments
+    failed); None where every rank is to allocate its own part. Collective
+    over ``comm``; ``st`` is the runtime."""
+    eng = st.engine
     mine = np.array([size, 1 if noncontig else 0], np.int64)
     every = np.zeros((comm.size, 2), np.int64)
     _rt.collective(comm.comm, comm.comm.Iallgather(mine, every), "Allocate_shared (sizes)", st.timeout_ms,

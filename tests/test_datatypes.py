@@ -761,7 +761,7 @@ def _stream(blocks, base):
     ([[0, 5], [10, 7]], [[0, 3], [6, 9]]),            # both scattered: cut where either ends
 ])
 def test_pair_blocks_moves_byte_i_to_byte_i(oblocks, tblocks):
-    from hixl_rma.win import pair_blocks
+    from hixl_rma.core import pair_blocks
     ob, tb = np.array(oblocks, np.int64), np.array(tblocks, np.int64)
     descs = pair_blocks(ob, 1000, tb, 50_000)
     assert descs.dtype == np.uint64 and descs.shape[1] == 3

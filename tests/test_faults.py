@@ -124,7 +124,7 @@ SCRIPT = textwrap.dedent(r'''
         win.Fence()
         if rank == VICTIM:
             die()
-        out("mode", win._fence_mode, "0")
+        out("mode", win._sync.fence_mode, "0")
         out("data", "OK" if buf[6] == 6 else f"BAD:{buf.tolist()}", "0")
         time.sleep(0.3)
         attempt("Fence", lambda: win.Fence())
@@ -145,7 +145,7 @@ SCRIPT = textwrap.dedent(r'''
         raise SystemExit(f"unknown scenario {scenario}")
 
     attempt("Free", win.Free)
-    out("freed", str(win._freed), "0")
+    out("freed", str(win._w.freed), "0")
     out("regions", "OK" if st.engine.stats()["regions"] == regions0 else
         f"BAD:{st.engine.stats()['regions']}!={regions0}", "0")
     attempt("Free_again", win.Free)

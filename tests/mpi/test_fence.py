@@ -53,7 +53,7 @@ def test_fence_orders_every_epoch(comm, rank, size, left, right, flavor, shared,
     bad = []
     try:
         win.Fence()
-        mode = win._fence_mode
+        mode = win._sync.fence_mode
         for e in range(EPOCHS):
             if e % 17 == rank:
                 time.sleep(0.002)  # a late writer: a barrier that does not wait shows here
@@ -128,7 +128,7 @@ def test_fence_on_self_and_split(comm, rank, size):
         win.Fence()
         win.Put(np.full(4, 5 + rank, np.int64), 0)
         win.Fence()
-        assert win._fence_mode == "shared"  # one rank: its own counter, nothing to map
+        assert win._sync.fence_mode == "shared"  # one rank: its own counter, nothing to map
         assert (buf == 5 + rank).all()
         win.Fence(hixl_rma.MODE_NOSUCCEED)
     finally:
@@ -161,7 +161,7 @@ def test_fence_timeout_names_the_missing_rank(comm, rank, size, monkeypatch):
     st = _rt.runtime()
     win, mem = _window("allocate", comm)
     win.Fence()
-    assert win._fence_mode == "shared"
+    assert win._sync.fence_mode == "shared"
     saved = st.timeout_ms
     err, seconds = None, 0.0
     try:

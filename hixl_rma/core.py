@@ -1,0 +1,532 @@
+"""The core of a hixl_rma window: the one owner of its state.
+
+``WindowCore`` holds everything a window is (its communicator, memory,
+registrations, what every rank told the others, the hot path's ``FastWin``)
+and the services its parts share: the checks every call makes (window
+alive, rank, epoch, access mode, bounds), descriptors, posting, completion.
+The parts -- ``epochs.Sync``, ``accumulate.Accumulates``,
+``notify.Notifications``, ``batch.Batches``, ``attributes.Attributes`` --
+each get the core and keep only their own state; ``win.Win`` is the face
+that composes them. Aliases (``Win(win)``) share one core.
+"""
+import ctypes
+import operator
+
+import numpy as np
+from mpi4py import MPI
+
+from . import _engine
+from . import constants as C
+from . import ctrl as CTRL
+from . import runtime as _rt
+from . import shared
+from . import winmeta
+from ._datatypes import as_buffer, target_blocks
+from .comm import as_communicator
+from .device import is_device, with_cai
+from .dynamic import Regions
+from .errors import (PARAM_INVALID, AccessError, BoundsError, EpochError, HixlError, ParamError,
+                     UnsupportedError, also)
+from .request import Request
+
+_READ, _WRITE = _engine.READ, _engine.WRITE
+NULL_KEY = "MPI_WIN_NULL"
+
+
+class _Target:
+    """What an origin knows of one rank of the window (its creation record)."""
+
+    __slots__ = ("rank", "world", "base", "size", "disp_unit", "ctrl", "access", "mem_type", "_addr")
+
+    def __init__(self, rank, world, meta):
+        self.rank, self.world = rank, world
+        self.base, self.size, self.disp_unit = meta.base, meta.size, meta.disp_unit
+        self.ctrl, self.access, self.mem_type = meta.ctrl, meta.access, meta.mem_type
+        self._addr = None
+
+    @property
+    def addr(self):
+        """The target's engine address; connects on first use."""
+        if self._addr is None:
+            self._addr = _rt.runtime().connect(self.world)
+        return self._addr
+
+
+class _NoHotPath:
+    """The hot path of a null window: it takes nothing, so every call goes on
+    to the checks that raise (the window is null or freed)."""
+
+    fence_used = fence_open = lock_all = always_open = False
+    locks = {}
+    access = None
+
+    def fence(self, *args):
+        return False
+
+    atomic = fence
+
+    def is_dirty(self, rank):
+        return False
+
+    is_ready = is_locked = is_dirty
+
+    def disable(self):
+        pass
+
+
+class WindowCore:
+    """All of one window's state but its parts' own (see the module doc)."""
+
+    __slots__ = ("rt", "engine", "comm", "flavor", "disp_unit", "info", "name", "freed", "key", "memory",
+                 "handle", "regions", "segment", "device", "ctrl_handle", "ctrl", "ctrl64", "targets",
+                 "fast", "me", "__weakref__")
+
+    def __init__(self):
+        # A null window until create() fills it in.
+        self.rt = self.engine = self.comm = None
+        self.flavor = self.disp_unit = None
+        self.info = {}
+        self.name = ""
+        self.freed = True
+        self.key = NULL_KEY
+        self.memory = None       # the object whose memory the window exposes (kept alive)
+        self.handle = None       # engine registration of the window memory
+        self.regions = None      # dynamic: the attached regions (dynamic.Regions)
+        self.segment = None      # Allocate_shared: the segment of all ranks (shared.Segment)
+        self.device = False      # the local window memory is device memory
+        self.ctrl_handle = self.ctrl = self.ctrl64 = None  # this rank's control block (ctrl.py)
+        self.targets = ()        # _Target per rank of the window
+        self.fast = _NoHotPath()  # the hot path's state (FastWin): per-target and origin-epoch state
+        self.me = None           # targets[this rank]
+
+    # ----------------------------------------------------------- creation
+
+    def create(self, comm, memory, flavor, disp_unit, info, access, mem_type):
+        """Collective: expose ``memory`` and learn every rank's record."""
+        st = _rt.runtime()
+        self.rt, self.engine = st, st.engine
+        self.comm = as_communicator(comm).dup(st.timeout_ms, "window creation")
+        self.flavor = flavor
+        self.freed = False
+        try:
+            error = None
+            try:
+                self.disp_unit = _check_disp_unit(disp_unit)
+                self.info = info_dict(info)
+                if flavor in (C.WIN_FLAVOR_ALLOCATE, C.WIN_FLAVOR_SHARED):
+                    memory = _check_size(memory)
+            except HixlError as exc:
+                error = exc
+            if flavor == C.WIN_FLAVOR_SHARED:
+                # Collective even where the arguments failed (size -1).
+                self.segment = shared.allocate(self.comm, st, -1 if error else memory,
+                                               self.info.get("alloc_shared_noncontig") == "true")
+            if error is not None:
+                raise error
+            base, size = self._expose(memory)
+            self.ctrl_handle, self.ctrl = _alloc(self.engine, CTRL.nbytes(self.comm.size))
+            self.ctrl64 = self.ctrl.view(np.uint64)
+            self.ctrl64[:] = 0
+            if flavor == C.WIN_FLAVOR_DYNAMIC:
+                self.regions = Regions(self.engine, self.ctrl64, lambda n: _alloc(self.engine, n), self.label)
+            if self.device:
+                mem_type = _engine.MEM_DEVICE
+            mine = winmeta.pack(winmeta.Meta(base, size, self.disp_unit, self.ctrl_handle.addr, access,
+                                             mem_type, st.next_window_id))
+            st.next_window_id += 1
+        except HixlError as exc:
+            # Creation is collective: the other ranks learn of a local failure
+            # through the allgather instead of waiting in it forever.
+            error, mine = exc, winmeta.pack_failure(exc)
+        except BaseException:
+            self.teardown_local()
+            raise
+        try:
+            every = np.zeros((self.comm.size, winmeta.RECORD_BYTES), np.uint8)
+            _rt.collective(self.comm.comm, self.comm.comm.Iallgather(mine, every), "window creation",
+                           st.timeout_ms, self.comm.world_ranks)
+        except BaseException:
+            self.teardown_local()
+            raise
+        metas = [winmeta.unpack(rec, r) for r, rec in enumerate(every)]
+        failed = [m for m in metas if isinstance(m, BaseException)]
+        if failed:
+            self.teardown_local()
+            raise error if error is not None else failed[0]
+        self.key = f"w{self.comm.world_ranks[0]}.{metas[0].seq}"
+        self.targets = [_Target(r, self.comm.world_ranks[r], m) for r, m in enumerate(metas)]
+        dynamic = flavor == C.WIN_FLAVOR_DYNAMIC  # absolute displacements: never the hot path
+        self.fast = _engine.FastWin(self.engine, [t.base for t in self.targets],
+                                    [0 if dynamic else t.size for t in self.targets],
+                                    [t.disp_unit for t in self.targets],
+                                    [t.access for t in self.targets],
+                                    [t.mem_type == _engine.MEM_HOST for t in self.targets])
+        self.fast.label = self.key
+        self.me = self.targets[self.comm.rank]
+        st.windows.add(self)
+
+    def _expose(self, memory):
+        """Register the window memory; returns (base, size)."""
+        if memory is None or memory is MPI.BOTTOM:
+            return 0, 0
+        if self.segment is not None:  # Allocate_shared: this rank's part of the segment
+            ptr = self.segment.pointer(self.comm.rank)
+            self.memory = _mapped_array(ptr, memory)
+            return (ptr, memory) if memory else (0, 0)
+        if self.flavor in (C.WIN_FLAVOR_ALLOCATE, C.WIN_FLAVOR_SHARED):  # engine-owned memory
+            if memory == 0:
+                self.memory = np.zeros(0, np.uint8)
+                return 0, 0
+            self.handle, self.memory = _alloc(self.engine, memory)
+            return self.handle.addr, memory
+        device = is_device(memory)
+        buf = as_buffer(with_cai(memory) if device else memory, writable=True, name="window memory",
+                        allow_device=device)
+        if len(buf.blocks) > 1 or (len(buf.blocks) == 1 and buf.blocks[0, 0] != 0):
+            raise ParamError("window memory must be contiguous (C or Fortran order)")
+        self.memory = memory
+        if buf.nbytes == 0:
+            return 0, 0
+        if device:
+            # The window keeps the device array alive (self.memory).
+            self.handle = self.engine.register_mem_addr(buf.address, buf.nbytes, _engine.MEM_DEVICE)
+            self.device = True
+        else:
+            self.handle = self.engine.register_mem(buf.obj)
+        return self.handle.addr, buf.nbytes
+
+    # ------------------------------------------------------------ teardown
+
+    def teardown_local(self, keep_comm=False):
+        """Release this rank's registrations and, unless ``keep_comm`` (Free
+        between its barriers), the window's communicator and the shared
+        segment (no collective, no waiting)."""
+        self.fast.disable()
+        eng = self.engine
+        regions = self.regions.handles() if self.regions is not None else []
+        regions += self.segment.handles() if self.segment is not None else []
+        for h in [self.handle, self.ctrl_handle] + regions:
+            if h is not None and h.registered and not eng.finalized:
+                try:
+                    eng.deregister_mem(h)
+                except Exception:  # teardown goes on: the engine may be failing
+                    pass
+        self.handle = None
+        if self.regions is not None:
+            self.regions.forget()
+        self.freed = True
+        if self.rt is not None:
+            self.rt.windows.discard(self)
+        if not keep_comm:
+            self.free_last()
+
+    def free_last(self):
+        """What goes once every rank has released its part: the shared
+        segment (rank 0 allocated it) and the window's communicator."""
+        for release in ((self.segment.release if self.segment is not None else None), self.comm.free):
+            try:
+                if release is not None:
+                    release()
+            except Exception:  # teardown goes on: the engine or MPI may be failing
+                pass
+
+    def free(self):
+        """Collective Free once the parts allowed it: complete, barrier,
+        release, barrier (peers must not see a region vanish while they
+        could still use it)."""
+        try:
+            self.complete_all()
+            _rt.barrier(self.comm.comm, self.rt.timeout_ms, self.comm.world_ranks)
+        except HixlError:
+            # A peer died or hung: release this rank's part anyway (the window
+            # is freed here), then report the failure.
+            self.teardown_local()
+            raise
+        self.teardown_local(keep_comm=True)
+        try:
+            _rt.barrier(self.comm.comm, self.rt.timeout_ms, self.comm.world_ranks)
+        finally:
+            self.free_last()
+
+    # ------------------------------------------------------------- checks
+
+    def label(self):
+        """The window's name in messages: its name, else its key."""
+        return self.name or self.key
+
+    def check_live(self, what):
+        if self.freed:
+            raise ParamError(f"{what}: window {self.label()} " +
+                             ("is the null window" if self.key == NULL_KEY else "has been freed"),
+                             error_class=MPI.ERR_WIN)
+
+    def target(self, target_rank, what):
+        """Validate target rank and epoch; None for PROC_NULL."""
+        self.check_live(what)
+        if target_rank == C.PROC_NULL:
+            return None
+        rank = self.comm.check_rank(target_rank, f"{what} on window {self.label()}")
+        self.check_access(rank, what)
+        return self.targets[rank]
+
+    def check_access(self, rank, what):
+        """An access epoch is open to ``rank`` (FastWin holds the origin's
+        epochs; epochs.Sync opens and closes them)."""
+        fast = self.fast
+        if fast.always_open or fast.lock_all or fast.is_locked(rank):
+            return
+        if fast.fence_open:
+            fast.fence_used = True
+            return
+        if fast.access is not None and rank in fast.access:
+            return
+        raise EpochError(f"{what} to rank {rank} of window {self.label()}: no access epoch is open "
+                         f"to that rank (call Fence, Start, Lock or Lock_all first)")
+
+    def passive(self, rank):
+        """A passive-target epoch (or the HIXL face's) is open to ``rank``."""
+        fast = self.fast
+        return fast.lock_all or fast.is_locked(rank) or fast.always_open
+
+    def check_mode(self, t, op, what):
+        if t.access == C.ACCESS_READ_ONLY and op == _WRITE:
+            raise AccessError(f"{what} to rank {t.rank} of window {self.label()}: the region is read-only")
+        if t.access == C.ACCESS_WRITE_ONLY and op == _READ:
+            raise AccessError(f"{what} from rank {t.rank} of window {self.label()}: the region is write-only")
+
+    def need_atomics(self):
+        if not _engine.HAS_EXTENSIONS:
+            raise UnsupportedError(f"window {self.label()}: passive-target locks and accumulates need "
+                                   f"remote atomics, which vendor HIXL does not provide (use Fence or PSCW "
+                                   f"with Put/Get)")
+
+    def ctrl_atomic(self, t, fn, *args, offset=CTRL.LOCK):
+        """An engine atomic on a word of t's control block."""
+        self.need_atomics()
+        return fn(t.addr, t.ctrl + offset, *args, timeout_ms=self.rt.timeout_ms)
+
+    def in_context(self, exc, what, t, detail=""):
+        """``exc`` again (same class and status), its message naming the call,
+        the target rank and the window: errors of the argument parsers do not
+        know them."""
+        where = f"to rank {t.rank} of" if t is not None else "on"
+        return exc.again(f"{what} {where} window {self.label()}{detail}: {exc}")
+
+    # -------------------------------------------------------- descriptors
+
+    def origin(self, spec, writable, t, what):
+        """The origin buffer of an RMA call (host memory, or device memory at
+        any level of a spec); its errors name the call."""
+        try:
+            return as_buffer(spec, writable=writable, allow_device=True)
+        except ParamError as exc:
+            raise self.in_context(exc, what, t) from None
+
+    def descs(self, t, ob, target, what):
+        """Engine descriptors for origin buffer ``ob`` at ``target`` of t."""
+        try:
+            _, tblk, _, _ = target_blocks(target, ob, t.disp_unit)
+        except ParamError as exc:
+            raise self.in_context(exc, what, t, f" ({ob.size} bytes from the origin)") from None
+        if not len(tblk):
+            return None
+        return pair_blocks(ob.blocks, ob.address, tblk, self.target_base(t, tblk, what))
+
+    def target_base(self, t, tblk, what):
+        """Check target blocks against t's window; the address offsets count from."""
+        if self.regions is not None:
+            self.regions.check(t, tblk, what)
+            return 0
+        lo = int(tblk[:, 0].min()) if len(tblk) > 1 else int(tblk[0, 0])
+        hi = int((tblk[:, 0] + tblk[:, 1]).max()) if len(tblk) > 1 else lo + int(tblk[0, 1])
+        if lo < 0 or hi > t.size:
+            raise BoundsError(f"{what} to rank {t.rank} of window {self.label()}: target offset {lo} "
+                              f"length {hi - lo} bytes exceeds the window size {t.size} bytes")
+        return t.base
+
+    # ------------------------------------------------------ moving, completing
+
+    def post(self, t, op, descs, keep, local_device=False):
+        """Post descriptors to t; the target is dirty until flushed."""
+        eng = self.engine
+        if _engine.HAS_EXTENSIONS:
+            if len(descs) == 1:
+                d = descs[0]
+                eng.post1(t.addr, op, int(d[0]), int(d[1]), int(d[2]), local_device)
+            else:
+                eng.post(t.addr, op, descs, local_device)
+            self.fast.mark_dirty(t.rank, t.addr, keep)
+        else:
+            eng.transfer_sync(t.addr, op, descs, self.rt.timeout_ms)
+
+    def refused(self, t, descs, what, exc):
+        """The engine refused a transfer (before any byte moved). In a dynamic
+        window the cached region table may predate a Detach at the target:
+        re-check with a fresh table, so that a detached region is reported as
+        the BoundsError it is."""
+        if self.regions is not None and exc.status == PARAM_INVALID:
+            self.regions.invalidate(t)
+            self.regions.check(t, np.asarray(descs, np.int64)[:, 1:3], what)
+
+    def make_ready(self, t):
+        """After a first successful transfer to t (connected, its table known),
+        hand t to the hot path, with a direct pointer when t is mapped here."""
+        if self.fast.is_ready(t.rank) or self.flavor == C.WIN_FLAVOR_DYNAMIC or not _engine.HAS_EXTENSIONS:
+            return  # (the hot path posts with the engine's extensions; vendor HIXL has none)
+        self.fast.set_ready(t.rank, t.addr, self.mapped(t))
+
+    def mapped(self, t):
+        """Where t's window memory is mapped into this process, or 0: its
+        part of the shared segment, or same-node engine memory."""
+        if not t.size or t.mem_type != _engine.MEM_HOST or self.flavor == C.WIN_FLAVOR_DYNAMIC:
+            return 0
+        if self.segment is not None:
+            return self.segment.pointer(t.rank)
+        if not _engine.HAS_EXTENSIONS:
+            return 0
+        try:
+            return self.engine.remote_ptr(t.addr, t.base, t.size)
+        except HixlError:
+            return 0  # not on this node, or not UCX-allocated: the engine moves it
+
+    def flush_target(self, t):
+        if self.fast.is_dirty(t.rank):
+            self.engine.flush(t.addr, self.rt.timeout_ms)
+            self.fast.take_dirty(t.rank)  # completed: the kept buffers may go
+
+    def complete_all(self):
+        for t in self.targets:
+            self.flush_target(t)
+
+    # ----------------------------------------- Put/Get beyond the hot path
+
+    def transfer(self, op, what, origin, target_rank, target):
+        """Put/Get beyond the hot path: every origin and target form, full checks."""
+        t = self.target(target_rank, what)
+        if t is None:
+            return  # MPI.PROC_NULL: the origin is not even parsed
+        ob = self.origin(origin, op == _READ, t, what)
+        self.check_mode(t, op, what)
+        descs = self.descs(t, ob, target, what)
+        if descs is not None:
+            try:
+                self.post(t, op, descs, ob.obj, ob.device)
+            except ParamError as exc:
+                self.refused(t, descs, what, exc)
+                raise
+            self.make_ready(t)
+
+    def request_transfer(self, op, origin, target_rank, target, what):
+        """Rput/Rget: a Request whose Wait gives remote completion."""
+        t = self.target(target_rank, what)
+        if t is None:
+            return Request.completed()  # MPI.PROC_NULL
+        ob = self.origin(origin, op == _READ, t, what)
+        self.check_mode(t, op, what)
+        descs = self.descs(t, ob, target, what)
+        if descs is None:
+            return Request.completed()
+        if ob.device:
+            # TransferAsync (vendor API) cannot say the origin is device memory.
+            self.post(t, op, descs, ob.obj, True)
+            return Request(lambda: self.flush_target(t), keep=ob.obj)
+        if not _engine.HAS_EXTENSIONS:
+            self.engine.transfer_sync(t.addr, op, descs, self.rt.timeout_ms)
+            return Request.completed()
+        try:
+            tr = self.engine.transfer_async(t.addr, op, descs, keep=ob.obj)
+        except ParamError as exc:
+            self.refused(t, descs, what, exc)
+            raise
+        timeout = self.rt.timeout_ms
+        return Request(lambda: tr.wait(timeout), lambda: tr.status() != _engine.TRANSFER_WAITING
+                       and (tr.wait(timeout) is None), keep=ob.obj)
+
+
+def pair_blocks(oblk, obase, tblk, tbase):
+    """Zip origin and target block lists of the same byte stream into (n, 3)
+    engine descriptors (local address, remote address, length)."""
+    if len(oblk) == 1 and len(tblk) == 1:
+        return np.array([[obase + int(oblk[0, 0]), tbase + int(tblk[0, 0]), int(oblk[0, 1])]], np.uint64)
+    if len(oblk) == 0:
+        return np.zeros((0, 3), np.uint64)
+    if len(oblk) == 1 or len(tblk) == 1:
+        # One side contiguous (the common datatype Put/Get): the other side's
+        # blocks are the cuts, so no union of both cut lists is needed.
+        many, mbase, one, obase1 = (tblk, tbase, oblk, obase) if len(oblk) == 1 else (oblk, obase, tblk, tbase)
+        if not many[:, 1].all():
+            many = many[many[:, 1] != 0]  # empty blocks make no descriptor (as the cut path)
+        out = np.empty((len(many), 3), np.uint64)
+        col_many, col_one = (1, 0) if len(oblk) == 1 else (0, 1)
+        out[:, col_many] = mbase + many[:, 0]
+        out[0, col_one] = obase1 + int(one[0, 0])
+        np.cumsum(many[:-1, 1], out=out[1:, col_one])
+        out[1:, col_one] += out[0, col_one]
+        out[:, 2] = many[:, 1]
+        return out
+    oc = np.concatenate(([0], np.cumsum(oblk[:, 1])))
+    tc = np.concatenate(([0], np.cumsum(tblk[:, 1])))
+    cuts = np.union1d(oc, tc)
+    starts, lens = cuts[:-1], np.diff(cuts)
+    oi = np.searchsorted(oc, starts, side="right") - 1
+    ti = np.searchsorted(tc, starts, side="right") - 1
+    out = np.empty((len(starts), 3), np.uint64)
+    out[:, 0] = obase + oblk[oi, 0] + (starts - oc[oi])
+    out[:, 1] = tbase + tblk[ti, 0] + (starts - tc[ti])
+    out[:, 2] = lens
+    return out
+
+
+def info_dict(info):
+    """mpi4py Info, INFO_NULL, None or a dict -> dict of str."""
+    if info is None or info == MPI.INFO_NULL:
+        return {}
+    if isinstance(info, dict):
+        return {str(k): str(v) for k, v in info.items()}
+    if isinstance(info, MPI.Info):
+        return {k: info.Get(k) for k in info.keys()}
+    raise also(ParamError, TypeError)(
+        f"info must be an mpi4py Info, INFO_NULL, None or a dict, got {type(info).__name__}",
+        error_class=MPI.ERR_INFO)
+
+
+def _integral(value, what, error_class):
+    """``value`` as an int where mpi4py takes it (any integral, bool included:
+    ``Win.Create(buf, True)`` is disp_unit 1); a TypeError otherwise."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise also(ParamError, TypeError)(f"{what} must be an integer, got {type(value).__name__}",
+                                          error_class=error_class) from None
+
+
+def _check_disp_unit(disp_unit):
+    unit = _integral(disp_unit, "disp_unit", MPI.ERR_DISP)
+    if unit <= 0:
+        raise ParamError(f"disp_unit must be a positive int, got {disp_unit!r}", error_class=MPI.ERR_DISP)
+    return unit
+
+
+def _check_size(size):
+    size = _integral(size, "window size", MPI.ERR_SIZE)
+    if size < 0:
+        raise ParamError(f"window size must be a non-negative int, got {size!r}", error_class=MPI.ERR_SIZE)
+    return size
+
+
+def _alloc(engine, nbytes):
+    """Engine-allocated memory (mappable by peers), or registered numpy memory
+    where the engine cannot allocate (vendor HIXL)."""
+    try:
+        h = engine.alloc_mem(max(nbytes, 1))
+        return h, np.frombuffer(h, np.uint8, count=nbytes)
+    except UnsupportedError:
+        arr = np.zeros(max(nbytes, 1), np.uint8)
+        return engine.register_mem(arr), arr[:nbytes]
+
+
+def _mapped_array(address, nbytes):
+    """A uint8 array over memory mapped into this process (its owner keeps it)."""
+    if not nbytes:
+        return np.zeros(0, np.uint8)
+    return np.ctypeslib.as_array((ctypes.c_ubyte * nbytes).from_address(address))

@@ -87,6 +87,30 @@ def test_null_windows_aliases_and_pickling():
     win.free()  # mpi4py's free: only if not null
 
 
+def test_one_core_per_window_shared_by_aliases():
+    """A window's state has one owner (its core); the parts are composed, not
+    mixed in, and an alias reaches the same core and parts, so a lock or an
+    exposure epoch opened through one handle is seen through the other."""
+    from hixl_rma import core
+    assert hixl_rma.Win.__mro__ == (hixl_rma.Win, hixl_rma._engine.WinBase, object)
+    hixl_rma.Init()
+    win = hixl_rma.Win.Allocate(8)
+    alias = hixl_rma.Win(win)
+    assert isinstance(win._w, core.WindowCore) and alias._w is win._w
+    assert all(getattr(alias, p) is getattr(win, p) for p in ("_sync", "_acc", "_ntf", "_batch", "_attr"))
+    assert all(getattr(win, p).w is win._w for p in ("_sync", "_acc", "_ntf", "_batch", "_attr"))
+    alias.Lock(0)
+    with pytest.raises(hixl_rma.EpochError, match="already locked"):
+        win.Lock(0)
+    win.Put(np.arange(8, dtype=np.uint8), 0)
+    alias.Unlock(0)
+    assert bytes(win.tomemory()) == bytes(range(8))
+    with pytest.raises(hixl_rma.EpochError, match="not locked"):
+        win.Unlock(0)
+    win.Free()
+    assert not alias and alias._w.freed and alias._w not in hixl_rma.runtime.runtime().windows
+
+
 def test_buffer_protocol_and_tomemory():
     hixl_rma.Init()
     buf = np.zeros(4, np.int32)

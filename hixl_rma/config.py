@@ -13,8 +13,12 @@ from .errors import ParamError
 #: name -> (default, who reads it and when, what it does)
 SETTINGS = {
     "HIXL_RMA_TIMEOUT_MS": ("30000", "Init", "timeout of every blocking call, in ms"),
-    "HIXL_RMA_HOST": ("", "Init", "the address this rank's engine listens on (default: the host "
-                                  "name's address, loopback when it has none)"),
+    "HIXL_RMA_HOST": ("", "Init", "the one address this rank's engine listens on and advertises "
+                                  "(default: chosen from the interfaces, see HIXL_RMA_IFNAME)"),
+    "HIXL_RMA_IFNAME": ("", "Init", "interfaces whose addresses the engine advertises: names or prefixes, "
+                                    "comma-separated, '^' first to exclude, '=' for whole names (default: "
+                                    "loopback when every rank is on this host, else every interface that is "
+                                    "up but lo, docker*, virbr*)"),
     "HIXL_RMA_SHARED_FENCE": ("1", "a window's first Fence", "0: Fence meets in an MPI barrier even when "
                                                                "every rank is on this node"),
     "HIXL_RMA_POLL_US": ("50", "engine start (option PollUs)",
@@ -47,6 +51,11 @@ def timeout_ms():
 def host():
     """``HIXL_RMA_HOST``, or None to choose the address automatically."""
     return _get("HIXL_RMA_HOST") or None
+
+
+def ifname():
+    """``HIXL_RMA_IFNAME``, or None for the default choice."""
+    return _get("HIXL_RMA_IFNAME") or None
 
 
 def shared_fence():

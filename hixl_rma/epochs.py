@@ -100,8 +100,7 @@ class Sync:
         st = w.rt
         if not _engine.HAS_EXTENSIONS or not config.shared_fence():
             return None
-        host = st.addresses[st.rank].rsplit(":", 1)[0]
-        if any(st.addresses[r].rsplit(":", 1)[0] != host for r in w.comm.world_ranks):
+        if not st.same_node(w.comm.world_ranks):
             return None
         off = CTRL.fence_offset(w.comm.size)
         words = []

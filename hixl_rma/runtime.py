@@ -17,7 +17,9 @@ import numpy as np
 
 from . import _engine
 from . import config
-from .errors import ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, PeerFailure
+from . import netif
+from .errors import (ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, PeerFailure,
+                     ResourceError)
 
 _lock = threading.RLock()
 _state = None
@@ -39,16 +41,27 @@ class _Runtime:
         token = np.frombuffer(secrets.token_hex(16).encode(), np.uint8).copy()
         _wait(self.world.Ibcast(token, root=0), self.timeout_ms, "Init (job token)")
         token = token.tobytes().decode()
-        host = _local_host()
+        # Where every rank runs decides what this one advertises (netif.py).
+        mine = _record(netif.node_key())
+        every = np.zeros((self.size, _RECORD_BYTES), np.uint8)
+        _wait(self.world.Iallgather(mine, every), self.timeout_ms, "Init (hosts)")
+        nodes = [_unrecord(row) for row in every]
+        self.node = [nodes.index(n) for n in nodes]  # world rank -> index of its host
+        listen, advertised, ifnames = netif.choose(config.host(), config.ifname(),
+                                                   len(set(nodes)) == 1)
+        devices = netif.ucx_net_devices(ifnames)
+        if devices and "UCX_NET_DEVICES" not in os.environ:
+            os.environ["UCX_NET_DEVICES"] = devices  # this engine's UCX context only: MPI's is made
         self.engine = _engine.Engine(
-            f"{host}:{0 if _engine.HAS_EXTENSIONS else _free_port(host)}",
+            f"{listen}:{0 if _engine.HAS_EXTENSIONS else _free_port(listen)}",
             {_engine.OPTION_JOB_TOKEN: token, _engine.OPTION_TIMEOUT_MS: str(self.timeout_ms)})
-        mine = np.zeros(_ADDR_BYTES, np.uint8)
-        raw = self.engine.address.encode()
-        mine[:len(raw)] = np.frombuffer(raw, np.uint8)
-        every = np.zeros((self.size, _ADDR_BYTES), np.uint8)
+        port = self.engine.address.rsplit(":", 1)[1]
+        mine = _record(socket.gethostname() + " " + ",".join(f"{_bracket(a)}:{port}" for a in advertised))
         _wait(self.world.Iallgather(mine, every), self.timeout_ms, "Init (engine addresses)")
-        self.addresses = [bytes(row).rstrip(b"\0").decode() for row in every]
+        records = [_unrecord(row).split(" ", 1) for row in every]
+        self.hostnames = [r[0] for r in records]
+        self.candidates = [r[1].split(",") for r in records]  # world rank -> its engine's addresses
+        self.addresses = [c[0] for c in self.candidates]      # the one connected to (first until then)
         _engine.set_default_timeout(self.timeout_ms)
         self.connected = set()
         self.unreachable = {}  # world rank -> why its engine refused a connection
@@ -57,22 +70,42 @@ class _Runtime:
         self.windows = set()  # live windows' cores (core.WindowCore; teardown removes them)
 
     def connect(self, world_rank):
-        """The engine address of world_rank, connecting on first use."""
-        addr = self.addresses[world_rank]
-        if world_rank not in self.connected:
+        """The engine address of world_rank, connecting on first use to the
+        first of its advertised addresses that reaches it."""
+        if world_rank in self.connected:
+            return self.addresses[world_rank]
+        tried = []
+        candidates = self.candidates[world_rank]
+        for i, addr in enumerate(candidates):
+            # An address on a network this host is not on may not even refuse:
+            # all but the last get a share of the timeout.
+            last = i == len(candidates) - 1
             try:
-                self.engine.connect(addr, self.timeout_ms)
+                self.engine.connect(addr, self.timeout_ms if last else min(self.timeout_ms, _TRY_MS))
             except NotConnectedError as exc:
-                # Its engine listened before its address was published: a
-                # refused connection means the process is gone.
-                self.unreachable[world_rank] = str(exc)
-                raise PeerFailure(f"world rank {world_rank} (engine {addr}) cannot be reached; "
-                                  f"the process died? ({exc})") from None
+                tried.append(f"{addr}: {exc}")
+                continue
             except HixlError as exc:
                 if exc.status != ALREADY_CONNECTED:
-                    raise
+                    if last:
+                        raise  # a timeout or a refusal by the peer: the caller's to report
+                    tried.append(f"{addr}: {exc}")
+                    continue
+            self.addresses[world_rank] = addr
             self.connected.add(world_rank)
-        return addr
+            return addr
+        same = self.node[world_rank] == self.node[self.rank]
+        why = ("it is on this host: the process died?" if same else
+               f"on host {self.hostnames[world_rank]}, from {self.hostnames[self.rank]}: set HIXL_RMA_IFNAME "
+               f"to the interface that joins the hosts (or HIXL_RMA_HOST on each), or the process died")
+        # Its engine listened before its addresses were published: a refused
+        # connection means the process is gone or the network does not join us.
+        self.unreachable[world_rank] = "; ".join(tried)
+        raise PeerFailure(f"world rank {world_rank} cannot be reached ({why}); tried " + "; ".join(tried))
+
+    def same_node(self, world_ranks):
+        """Every one of these world ranks runs on this rank's host."""
+        return all(self.node[w] == self.node[self.rank] for w in world_ranks)
 
     def poll_notifies(self):
         """Move engine notifications into their (window, kind) queues."""
@@ -102,7 +135,26 @@ class _Runtime:
         self.engine.finalize()
 
 
-_ADDR_BYTES = 64  # "ip:port" / "[ipv6]:port" fits
+_RECORD_BYTES = 1024  # a host name and its addresses as "ip:port,..." fit
+_TRY_MS = 3000        # connect timeout of an advertised address but the last
+
+
+def _record(text):
+    raw = text.encode()
+    if len(raw) >= _RECORD_BYTES:
+        raise ResourceError(f"Init: {len(raw)} bytes of host name and addresses do not fit in {_RECORD_BYTES} "
+                            f"(set HIXL_RMA_IFNAME or HIXL_RMA_HOST to advertise fewer)")
+    out = np.zeros(_RECORD_BYTES, np.uint8)
+    out[:len(raw)] = np.frombuffer(raw, np.uint8)
+    return out
+
+
+def _unrecord(row):
+    return bytes(row).rstrip(b"\0").decode()
+
+
+def _bracket(addr):
+    return f"[{addr}]" if ":" in addr else addr
 
 
 def _wait(req, timeout_ms, what):
@@ -158,29 +210,6 @@ def _free_port(host):
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
-
-
-def _local_host():
-    """The address this rank's engine listens on.
-
-    HIXL_RMA_HOST wins; otherwise the address the host name resolves to,
-    and loopback when that is not usable (all ranks on one machine).
-    """
-    host = config.host()
-    if host:
-        return host
-    try:
-        addr = socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"
-    if addr.startswith("127."):
-        return "127.0.0.1"
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((addr, 0))
-    except OSError:
-        return "127.0.0.1"
-    return addr
 
 
 def Init():

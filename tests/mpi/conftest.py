@@ -50,3 +50,12 @@ def right(rank, size):
 def left(rank, size):
     """The ring neighbour that writes to this rank."""
     return (rank - 1) % size
+
+
+@pytest.fixture
+def node():
+    """The ranks of this host (``COMM_TYPE_SHARED``): what ``Allocate_shared``
+    takes, as MPI requires; the world itself when the job is on one host."""
+    c = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    yield c
+    c.Free()

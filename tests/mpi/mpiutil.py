@@ -9,6 +9,14 @@ def barrier(comm):
     _rt.barrier(comm, _rt.runtime().timeout_ms)
 
 
+def one_node(world_ranks=None):
+    """Every rank (or these world ranks) runs on this rank's host, as
+    hixl_rma sees it: the shared-memory fence, cma and mapped windows are
+    possible only then; across hosts the network paths are taken instead."""
+    st = _rt.runtime()
+    return st.same_node(range(st.size) if world_ranks is None else world_ranks)
+
+
 def pattern(n, rank, dtype=np.int64, salt=0):
     """Values that tell the writing rank, the element and the test apart."""
     dt = np.dtype(dtype)

@@ -15,7 +15,7 @@ from hixl_rma import HixlTimeoutError, ParamError, Win
 from hixl_rma import _engine
 from hixl_rma import runtime as _rt
 
-from mpiutil import barrier, pattern
+from mpiutil import barrier, one_node, pattern
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(60, method="thread")]
 
@@ -25,8 +25,9 @@ EPOCHS = 300
 
 def _mapping_allowed():
     """The engine maps same-node peers' memory (control blocks included)
-    unless HIXL_RMA_DIRECT=0 or UCX_TLS leaves out shared memory."""
-    if os.environ.get("HIXL_RMA_DIRECT") == "0":
+    unless HIXL_RMA_DIRECT=0 or UCX_TLS leaves out shared memory; across
+    hosts Fence meets in an MPI barrier."""
+    if os.environ.get("HIXL_RMA_DIRECT") == "0" or not one_node():
         return False
     tls = os.environ.get("UCX_TLS", "")
     if not tls:

@@ -12,7 +12,7 @@ from mpi4py import MPI
 import hixl_rma
 from hixl_rma import BoundsError, Communicator, ParamError, Win
 
-from mpiutil import barrier, pattern
+from mpiutil import barrier, one_node, pattern
 
 # "thread": a rank stuck in a collective is stopped (and mpiexec ends the job)
 # rather than left out of step with the others.
@@ -272,7 +272,9 @@ def _shared_memory_transports():
                for t in tls.split(","))
 
 
-def test_allocate_shared_direct_access(comm, rank, left, right):
+def test_allocate_shared_direct_access(node):
+    comm, rank, size = node, node.rank, node.size
+    left, right = (rank - 1) % size, (rank + 1) % size
     n = 64
     win = Win.Allocate_shared(n * 4, disp_unit=4, comm=comm)
     assert win.flavor == MPI.WIN_FLAVOR_SHARED
@@ -315,9 +317,10 @@ def test_allocate_shared_direct_access(comm, rank, left, right):
 
 
 @pytest.mark.skipif(not _shared_memory_transports(), reason="UCX_TLS leaves no shared-memory transport")
-def test_allocate_shared_is_contiguous_across_ranks(comm, rank, size):
+def test_allocate_shared_is_contiguous_across_ranks(node):
     """MPI's default: rank r's part starts where rank r-1's ends, so a rank
     reaches its neighbours' parts from its own base."""
+    comm, rank, size = node, node.rank, node.size
     sizes = [8 * (r + 1) for r in range(size)]  # unequal parts
     win = Win.Allocate_shared(sizes[rank], disp_unit=8, comm=comm)
     bases = [win.Shared_query(r)[0].address for r in range(size)]
@@ -335,7 +338,8 @@ def test_allocate_shared_is_contiguous_across_ranks(comm, rank, size):
     np.testing.assert_array_equal(got, [(rank + 1) % size + 1])
 
 
-def test_allocate_shared_noncontig_gives_each_rank_its_own(comm, rank, size):
+def test_allocate_shared_noncontig_gives_each_rank_its_own(node):
+    comm, rank, size = node, node.rank, node.size
     win = Win.Allocate_shared(16, 8, {"alloc_shared_noncontig": "true"}, comm)
     assert win._w.segment is None and len(win.tomemory()) == 16
     np.frombuffer(win.tomemory(), np.int64)[:] = rank
@@ -362,12 +366,13 @@ def test_shared_query_on_every_flavor(comm, rank, left, right, flavor):
     peer, unit = win.Shared_query(right)
     assert unit == 8 and type(peer) is MPI.buffer
     win.Fence()
-    if flavor == "allocate" and _shared_memory_transports() and comm.Get_size() > 1:
+    if (flavor == "allocate" and _shared_memory_transports() and comm.Get_size() > 1
+            and one_node([right])):
         # Engine memory of a same-node rank is mapped here: plain stores reach it.
         assert peer.nbytes == 32
         np.frombuffer(peer, np.int64)[1] = 100 + rank
     else:
-        # Plain user memory of another process (cma only), or no mapping.
+        # Plain user memory of another process (cma only), another host's, or no mapping.
         assert (peer.address, peer.nbytes) == ((own.ctypes.data, 32) if right == rank else (0, 0))
         win.Put(np.array([100 + rank], np.int64), right, 1)
     win.Fence()

@@ -236,6 +236,9 @@ class WindowCore:
         could still use it)."""
         try:
             self.complete_all()
+            # A peer known dead: no MPI collective, which cannot complete and
+            # which MPI may not survive (MPICH over tcp does not).
+            self.rt.check_peers(self.comm.world_ranks, f"Free on window {self.label()}")
             _rt.barrier(self.comm.comm, self.rt.timeout_ms, self.comm.world_ranks)
         except HixlError:
             # A peer died or hung: release this rank's part anyway (the window

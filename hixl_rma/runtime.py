@@ -252,6 +252,8 @@ def _shutdown(collective):
             core.teardown_local()
         try:
             if collective and not st.MPI.Is_finalized():
+                # A peer known dead: no MPI collective (see WindowCore.free).
+                st.check_peers(range(st.size), "Finalize")
                 barrier(st.world, st.timeout_ms, range(st.size))
         finally:
             # A dead or hung peer must not keep this rank's engine alive:

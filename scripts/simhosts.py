@@ -193,10 +193,10 @@ def _placement(n, hosts, per_host):
     return [(h, c) for h, c in zip(hosts, counts) if c]
 
 
-def mpiexec_argv(n, cmd, per_host=None, mpiexec="mpiexec"):
+def mpiexec_argv(n, cmd, per_host=None, mpiexec="mpiexec", hydra_args=()):
     """The command line that starts ``cmd`` as ``n`` ranks on the hosts (in
     blocks: ranks of one host are consecutive); run it in the head namespace
-    (``head_prefix``)."""
+    (``head_prefix``). ``hydra_args`` go to MPICH's mpiexec only."""
     hosts = load()
     if not hosts:
         raise SystemExit("simhosts: no simulated hosts are up (simhosts.py up N)")
@@ -208,7 +208,7 @@ def mpiexec_argv(n, cmd, per_host=None, mpiexec="mpiexec"):
                 f"{SUBNET}.0/24", "--mca", "btl_tcp_if_include", f"{SUBNET}.0/24",
                 "--host", ",".join(f"{h['ip']}:{c}" for h, c in place), "--map-by", "slot", "-n", str(n)] + cmd
     # hydra: one -hosts entry per host with its rank count, block placement.
-    return [mpiexec, "-launcher", "ssh", "-launcher-exec", agent, "-iface", "eth0",
+    return [mpiexec, *hydra_args, "-launcher", "ssh", "-launcher-exec", agent, "-iface", "eth0",
             "-hosts", ",".join(f"{h['ip']}:{c}" for h, c in place), "-n", str(n)] + cmd
 
 
@@ -227,10 +227,10 @@ class Hosts:
         """subprocess.run of ``cmd`` on one host."""
         return subprocess.run(enter(self.hosts[which]) + list(cmd), **kw)
 
-    def mpiexec(self, cmd, n, per_host=None, timeout=600, env=None, **kw):
+    def mpiexec(self, cmd, n, per_host=None, timeout=600, env=None, hydra_args=(), **kw):
         """subprocess.run of ``cmd`` as ``n`` ranks over the hosts, killed
-        (the whole launch) past ``timeout`` seconds."""
-        argv = head_prefix() + mpiexec_argv(n, list(cmd), per_host)
+        (the whole launch) past ``timeout`` seconds; output in ``.stdout``."""
+        argv = head_prefix() + mpiexec_argv(n, list(cmd), per_host, hydra_args=hydra_args)
         p = subprocess.Popen(argv, env=env, start_new_session=True, text=True,
                              stdout=kw.pop("stdout", subprocess.PIPE), stderr=kw.pop("stderr", subprocess.STDOUT),
                              **kw)

@@ -1,5 +1,7 @@
 """Helpers of the tests that start processes (mpiexec jobs, interpreters)."""
+import importlib.util
 import os
+import pathlib
 import signal
 import subprocess
 
@@ -19,3 +21,12 @@ def run(cmd, env=None, timeout=60):
         out, _ = p.communicate()
         pytest.fail(f"{cmd} hung for {timeout} s; output:\n{out}")
     return p.returncode, out
+
+
+def simhosts():
+    """scripts/simhosts.py (the simulated hosts) as a module."""
+    path = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "simhosts.py"
+    spec = importlib.util.spec_from_file_location("simhosts", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -15,6 +15,10 @@ leaves with ``os._exit``: MPICH's ``MPI_Finalize`` (run by mpi4py at exit)
 waits for every rank forever once one is dead, which is MPICH's behaviour,
 not hixl_rma's (``hixl_rma.Finalize`` itself returns, raising PeerFailure).
 
+The first four cases also run across two simulated hosts (scripts/simhosts.py:
+one rank each, so the victim dies on the other host and its death comes over
+the network); they skip with the reason where those cannot be made.
+
 Engine-level cases use two plain subprocesses (no MPI): the test kills the
 target engine's process while the survivor streams transfers to it.
 """
@@ -31,6 +35,8 @@ import time
 import pytest
 
 import procutil
+
+simhosts = procutil.simhosts()
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -194,12 +200,32 @@ def _results(out):
     return res
 
 
-def _mpi_scenario(tmp_path, scenario, tls=None, **extra_env):
+@pytest.fixture(scope="module")
+def _two_hosts():
+    why = simhosts.usable()
+    if why:
+        pytest.skip(f"simulated hosts: {why}")
+    with simhosts.hosts(2) as h:
+        yield h
+
+
+@pytest.fixture(params=["one-host", "two-hosts"])
+def where(request):
+    """None: both ranks on this host; else simulated hosts, one rank each
+    (the victim dies on the other host, over the network)."""
+    return request.getfixturevalue("_two_hosts") if request.param == "two-hosts" else None
+
+
+def _mpi_scenario(tmp_path, scenario, tls=None, where=None, **extra_env):
     script = tmp_path / "fault.py"
     script.write_text(SCRIPT)
     env = _env(**({"UCX_TLS": tls} if tls else {}), **extra_env)
-    cmd = [MPIEXEC, "-disable-auto-cleanup", "-n", "2", "bash", "-c", WRAPPER, "wrapper",
-           sys.executable, str(script), scenario]
+    rank_cmd = ["bash", "-c", WRAPPER, "wrapper", sys.executable, str(script), scenario]
+    if where is None:
+        cmd = [MPIEXEC, "-disable-auto-cleanup", "-n", "2"] + rank_cmd
+    else:
+        cmd = simhosts.head_prefix() + simhosts.mpiexec_argv(2, rank_cmd, "1,1",
+                                                              hydra_args=["-disable-auto-cleanup"])
     t0 = time.monotonic()
     rc, out = _run(cmd, env)
     elapsed = time.monotonic() - t0
@@ -232,8 +258,8 @@ def _check_cleanup(res, out):
 
 
 @needs_hydra
-def test_victim_dies_holding_lock_on_survivor(tmp_path):
-    res, out, _ = _mpi_scenario(tmp_path, "victim_holds_lock")
+def test_victim_dies_holding_lock_on_survivor(tmp_path, where):
+    res, out, _ = _mpi_scenario(tmp_path, "victim_holds_lock", where=where)
     assert res["data"][0] == "OK", out  # what the victim flushed before dying is there
     # the lock it held is never released: Lock times out, it does not hang
     outcome, seconds, msg = _failed_fast(res, "Lock_self", out, ("HixlTimeoutError",))
@@ -247,8 +273,8 @@ def test_victim_dies_holding_lock_on_survivor(tmp_path):
 
 
 @needs_hydra
-def test_survivor_holds_lock_on_victim(tmp_path):
-    res, out, _ = _mpi_scenario(tmp_path, "survivor_holds_lock")
+def test_survivor_holds_lock_on_victim(tmp_path, where):
+    res, out, _ = _mpi_scenario(tmp_path, "survivor_holds_lock", where=where)
     for call in ("Put_Flush", "Unlock"):
         outcome, seconds, msg = _failed_fast(res, call, out, ("PeerFailure",))
         assert seconds < 1.0, out
@@ -257,24 +283,26 @@ def test_survivor_holds_lock_on_victim(tmp_path):
 
 @needs_hydra
 @pytest.mark.parametrize("tls", [None, "tcp"])
-def test_victim_dies_in_fence_epoch_with_rma_in_flight(tmp_path, tls):
+def test_victim_dies_in_fence_epoch_with_rma_in_flight(tmp_path, tls, where):
     # The survivor's Put to the victim is queued (cma / tcp) when the victim
     # dies: UCX fails it (process_vm_writev: ESRCH), which for an endpoint
     # without UCX error handling used to abort the survivor (fault_filter.cc).
-    res, out, _ = _mpi_scenario(tmp_path, "fence_inflight", tls)
+    if where is not None and tls == "tcp":
+        pytest.skip("across hosts every transfer is tcp already")
+    res, out, _ = _mpi_scenario(tmp_path, "fence_inflight", tls, where)
     outcome, seconds, msg = _failed_fast(res, "Fence", out, ("PeerFailure",))
     assert seconds < 1.5, out
     _check_cleanup(res, out)
 
 
 @needs_hydra
-def test_victim_dies_in_fence_epoch_unconnected(tmp_path):
+def test_victim_dies_in_fence_epoch_unconnected(tmp_path, where):
     # The survivor never connected to the victim's engine: the fence that
     # follows the death can only time out (no hang), and a call on the dead
     # rank finds its engine gone.
     # (Fence meets on the mapped counters only after connecting to every
     # rank: the case exists where it meets on an MPI barrier)
-    res, out, _ = _mpi_scenario(tmp_path, "unconnected", HIXL_RMA_SHARED_FENCE="0")
+    res, out, _ = _mpi_scenario(tmp_path, "unconnected", where=where, HIXL_RMA_SHARED_FENCE="0")
     assert res["Fence"][0] == "OK" and res["data"][0] == "OK", out
     outcome, seconds, msg = _failed_fast(res, "Fence2", out, ("HixlTimeoutError",))
     assert seconds >= TIMEOUT_MS / 1000 * 0.9 and "barrier" in msg, out

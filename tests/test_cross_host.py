@@ -1,0 +1,141 @@
+"""Across simulated hosts (scripts/simhosts.py: namespaces joined by a
+bridge, each its own hostname, /dev/shm and pids, as on a cluster whose
+nodes resolve their own name to 127.0.1.1), with nothing set by hand: the
+engines advertise their interface addresses, ranks of one host use shared
+memory and ranks of two the network, and the multi-rank core suite, the
+KV-cache demo and the address errors hold there. Needs root and ``ip``."""
+import os
+import pathlib
+import re
+import sys
+import textwrap
+import time
+
+import pytest
+
+import procutil
+
+simhosts = procutil.simhosts()
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+pytestmark = [pytest.mark.timeout(900),
+              pytest.mark.skipif(simhosts.usable() is not None,
+                                 reason=f"simulated hosts: {simhosts.usable()}")]
+
+
+@pytest.fixture(scope="module")
+def hosts():
+    with simhosts.hosts(2) as h:
+        yield h
+
+
+def _env(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HIXL_RMA_", "UCX_", "PYTEST_"))}
+    env.update(extra)
+    return env
+
+
+def _check(proc, what):
+    assert proc.returncode == 0, f"{what}: rc {proc.returncode}\n{proc.stdout[-6000:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("n, per_host", [(2, "1,1"), (3, "2,1")], ids=["1+1", "2+1"])
+def test_core_suite_across_hosts(hosts, n, per_host):
+    """The multi-rank core suite: shared memory and the network in one job."""
+    out = _check(hosts.mpiexec([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi",
+                                "-m", "core", str(ROOT / "tests" / "mpi")], n, per_host, timeout=600,
+                               env=_env(), cwd=ROOT), f"core suite at -n {n} ({per_host})")
+    summaries = re.findall(r"^(\d+) passed(.*) in [\d.]+s", out, re.M)
+    assert len(summaries) == n and all("failed" not in rest and "error" not in rest for _, rest in summaries), out
+
+
+ADDRESSES = textwrap.dedent(r'''
+    import os, socket, sys
+    import numpy as np
+    from mpi4py import MPI
+    import hixl_rma
+    comm = MPI.COMM_WORLD
+    st = hixl_rma.Init()
+    buf = np.zeros(comm.size, np.int64)
+    win = hixl_rma.Win.Create(buf, 8, comm=comm)
+    win.Fence()
+    for r in range(comm.size):
+        win.Put(np.array([100 + comm.rank], np.int64), r, comm.rank)
+    win.Fence()
+    with open(f"{sys.argv[1]}.{comm.rank}", "w") as f:  # one file per rank: stdout would interleave
+        print("RANK", comm.rank, socket.gethostname(), ",".join(st.candidates[comm.rank]),
+              os.environ.get("UCX_NET_DEVICES", "-"), win._sync.fence_mode, ",".join(map(str, buf)), file=f)
+    win.Free()
+''')
+
+
+def test_engines_advertise_the_hosts_network(hosts, tmp_path):
+    """Each engine advertises its host's interface address, not loopback;
+    UCX's lanes are on the same interface; Fence meets in MPI across hosts;
+    every rank reaches every rank."""
+    script = tmp_path / "addr.py"
+    script.write_text(ADDRESSES)
+    _check(hosts.mpiexec([sys.executable, str(script), str(tmp_path / "out")], 3, "2,1", timeout=120,
+                         env=_env()), "addresses")
+    out = "".join((tmp_path / f"out.{r}").read_text() for r in range(3))
+    rows = sorted(line.split()[1:] for line in out.splitlines() if line.startswith("RANK "))
+    assert [r[:2] for r in rows] == [["0", "h0"], ["1", "h0"], ["2", "h1"]], out
+    for rank, host, advertised, devices, mode, seen in rows:
+        ip = {"h0": "10.77.0.1", "h1": "10.77.0.2"}[host]
+        assert advertised.startswith(ip + ":") and "," not in advertised, out
+        assert devices == "eth0" and mode == "mpi", out
+        assert seen == "100,101,102", out
+
+
+UNREACHABLE = textwrap.dedent(r'''
+    import os, sys
+    import numpy as np
+    from mpi4py import MPI
+    import hixl_rma
+    comm = MPI.COMM_WORLD
+    hixl_rma.Init()
+    f = open(f"{sys.argv[1]}.{comm.rank}", "w")  # one file per rank: stdout would interleave
+    buf = np.zeros(4, np.int64)
+    win = hixl_rma.Win.Create(buf, 8, comm=comm)
+    try:
+        win.Lock(1 - comm.rank)
+        win.Put(np.ones(4, np.int64), 1 - comm.rank)
+        win.Flush(1 - comm.rank)
+        print("RESULT", comm.rank, "OK", file=f)
+    except hixl_rma.HixlError as exc:
+        print("RESULT", comm.rank, type(exc).__name__, exc, file=f)
+    print("UNCHANGED", comm.rank, not buf.any(), file=f)
+    f.close()
+    os._exit(0)  # the peer is unreachable: MPICH's Finalize is not the point here
+''')
+
+
+def test_unreachable_peer_names_host_addresses_and_setting(hosts, tmp_path):
+    """Engines told to advertise loopback across hosts cannot reach each
+    other: a PeerFailure naming the peer's host, the address tried and the
+    variable to set, within the timeout; no hang, no stray write."""
+    script = tmp_path / "unreach.py"
+    script.write_text(UNREACHABLE)
+    t0 = time.monotonic()
+    _check(hosts.mpiexec([sys.executable, str(script), str(tmp_path / "out")], 2, "1,1", timeout=120,
+                         env=_env(HIXL_RMA_IFNAME="lo", HIXL_RMA_TIMEOUT_MS="3000")), "unreachable")
+    assert time.monotonic() - t0 < 30
+    out = "".join((tmp_path / f"out.{r}").read_text() for r in range(2))
+    results = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert len(results) == 2, out
+    for line in results:
+        rank = int(line.split()[1])
+        assert line.split()[2] == "PeerFailure", out
+        assert f"on host h{1 - rank}, from h{rank}" in line and "127.0.0.1:" in line, out
+        assert "HIXL_RMA_IFNAME" in line, out
+    assert "UNCHANGED 0 True" in out and "UNCHANGED 1 True" in out, out
+
+
+@pytest.mark.parametrize("mode", ["put", "get"])
+def test_kv_cache_demo_across_hosts(hosts, mode):
+    """Prefill on one host, decode on the other; the decode side verifies."""
+    out = _check(hosts.mpiexec([sys.executable, str(ROOT / "examples" / "kv_cache_transfer.py"), "--layers", "4",
+                                "--blocks", "8", "--block-kib", "64", "--mode", mode], 2, "1,1", timeout=180,
+                               env=_env()), f"kv demo ({mode})")
+    assert out.count("verification: PASSED") == 1 and "FAILED" not in out, out

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.timeout(900),
 
 @pytest.fixture(scope="module")
 def hosts():
-    with simhosts.hosts(2) as h:
+    with simhosts.hosts(3) as h:  # the tests place ranks on the first two or all three
         yield h
 
 
@@ -40,7 +40,7 @@ def _check(proc, what):
     return proc.stdout
 
 
-@pytest.mark.parametrize("n, per_host", [(2, "1,1"), (3, "2,1")], ids=["1+1", "2+1"])
+@pytest.mark.parametrize("n, per_host", [(2, "1,1"), (3, "2,1"), (3, "1,1,1")], ids=["1+1", "2+1", "1+1+1"])
 def test_core_suite_across_hosts(hosts, n, per_host):
     """The multi-rank core suite: shared memory and the network in one job."""
     out = _check(hosts.mpiexec([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi",

@@ -23,7 +23,6 @@ Engine-level cases use two plain subprocesses (no MPI): the test kills the
 target engine's process while the survivor streams transfers to it.
 """
 
-import json
 import os
 import re
 import signal

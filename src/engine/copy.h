@@ -98,12 +98,12 @@ class MappedCopies {
   bool empty() const { return pieces_.empty(); }
 
   /**
-   * @brief Copy everything, on up to `threads` threads for a large batch
-   *        (one core's copy of 4 KiB-paged shared memory is bound by its own
-   *        page walks, not by the memory bus). The copies are done (and
-   *        streamed stores fenced) when this returns.
+   * @brief Copy everything, shared between ThreadsFor(bytes, cma_threads)
+   *        threads for a large batch (one core's copy of shared memory is
+   *        bound by its own page walks, not by the memory bus). The copies
+   *        are done (and streamed stores fenced) when this returns.
    */
-  void Run(bool write, bool stream);
+  void Run(bool write, bool stream, size_t cma_threads);
 
  private:
   std::vector<CopyPiece> pieces_;

@@ -95,6 +95,11 @@ Status HixlImpl::Initialize(const std::string &local, const std::map<AscendStrin
     } else if (key == ext::OPTION_DIRECT) {
       if (val != "0" && val != "1") return Fail(PARAM_INVALID, "option Direct must be 0 or 1, got '" + val + "'");
       direct_ = val == "1";
+    } else if (key == ext::OPTION_CMA_THREADS) {
+      long t = 0;
+      if (!val.empty() && (!ParseLong(val, t) || t < 1))
+        return Fail(PARAM_INVALID, "option CmaThreads must be a number of threads (1 or more), got '" + val + "'");
+      cma_threads_ = static_cast<size_t>(t);
     }
   }
   if (!engine::ParseCmaMode(cma_option_, cma_mode_))

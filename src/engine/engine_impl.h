@@ -210,6 +210,7 @@ class HixlImpl {
   std::string cma_option_ = "1";  ///< option Cma
   long poll_us_ = 50;             ///< option PollUs
   bool direct_ = true;            ///< option Direct, as far as UCX_TLS allows mapping
+  size_t cma_threads_ = 0;        ///< option CmaThreads (0: not set, see ThreadsFor)
   std::string listen_address_;
   engine::UniqueFd listen_fd_;
   engine::UniqueFd epoll_fd_;

@@ -152,7 +152,7 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
   // large block (a 16 MiB Put) is shared out too.
   size_t bytes = 0;
   for (size_t b : blocks) bytes += descs[b].len;
-  size_t threads = engine::ThreadsFor(bytes);
+  size_t threads = engine::ThreadsFor(bytes, cma_threads_);
   std::vector<iovec> local, remote;
   std::vector<engine::CmaPiece> pieces;
   local.reserve(blocks.size());
@@ -258,7 +258,7 @@ Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tran
     st = PostUcx(peer, op, d, *r, i);
     if (st != SUCCESS) return st;
   }
-  if (!mapped.empty()) mapped.Run(op == WRITE, stream);
+  if (!mapped.empty()) mapped.Run(op == WRITE, stream, cma_threads_);
   if (!by_cma.empty()) {
     st = PostVectored(peer, op, descs, where, by_cma, posted);
     if (st != SUCCESS) return st;

@@ -373,7 +373,11 @@ void ControlPlane::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
   // (or, should a call in flight still hold it, when that call does).
   if (ep) ep->SetClose(peer->dead, deadline);
   ep.reset();
-  peer->closing = true;
+  {
+    std::lock_guard<std::mutex> rl(peer->resp_mu);
+    peer->closing = true;
+    peer->resp_cv.notify_all();  // a control request waiting on it gives up
+  }
   if (running_) {
     std::lock_guard<std::mutex> lk(mu_);
     pending_close_.push_back(peer);
@@ -409,15 +413,17 @@ Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &
   }
   {
     std::lock_guard<std::mutex> sl(peer->send_mu);
-    if (peer->dead || !peer->fd.valid() || !SendAll(peer->fd.get(), Frame(type, req_id, ""), deadline))
-      return peer->Error("control request");
+    if (peer->dead || peer->closing || !peer->fd.valid() ||
+        !SendAll(peer->fd.get(), Frame(type, req_id, ""), deadline))
+      return peer->closing ? peer->Gone("control request") : peer->Error("control request");
   }
   std::unique_lock<std::mutex> rl(peer->resp_mu);
-  bool got = peer->resp_cv.wait_until(rl, deadline, [&] { return peer->responses.count(req_id) || peer->dead; });
+  bool got = peer->resp_cv.wait_until(
+      rl, deadline, [&] { return peer->responses.count(req_id) || peer->dead || peer->closing; });
   if (!got) return Fail(TIMEOUT, "no answer from " + peer->name + " to a control request");
-  if (peer->dead) {
-    rl.unlock();  // Error() takes resp_mu
-    return peer->Error("control request");
+  if (peer->dead || !peer->responses.count(req_id)) {
+    rl.unlock();  // Gone() takes resp_mu
+    return peer->Gone("control request");
   }
   resp = std::move(peer->responses[req_id]);
   peer->responses.erase(req_id);

@@ -43,8 +43,8 @@ struct RemoteRegion {
  * - `ep`, `regions`, `retired`, `retire_seq`: under `table_mu` (shared:
  *   transfers; exclusive: a table refresh, an invalidation, the teardown).
  *   `ep` is null once the peer is torn down, and `regions` is then empty.
- * - `responses`, `death`: under `resp_mu`; `dead` is set under it too
- *   (`death` first), so that a caller waiting for an answer wakes.
+ * - `responses`, `death`: under `resp_mu`; `dead` and `closing` are set
+ *   under it too (`death` first), so that a caller waiting for an answer wakes.
  * - the atomics: any thread.
  */
 struct Peer {

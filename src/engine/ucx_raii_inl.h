@@ -13,9 +13,9 @@ namespace engine {
 /**
  * @brief Back off in a wait loop without taking a core from the peer.
  *
- * Spins for the first ~50 us (completions over shared memory come within
- * microseconds, and any sleep costs the kernel's 50 us timer slack), then
- * yields the core for a while, then sleeps in steps growing to 0.5 ms.
+ * Spins first (completions over shared memory come within microseconds,
+ * and any sleep costs at least the kernel's timer slack), then yields the
+ * core for a while, then sleeps in growing steps.
  */
 inline void BackoffSleep(unsigned &idle) {
   ++idle;

@@ -33,6 +33,7 @@ constexpr uint32_t kMaxNameLen = 256;
 constexpr uint32_t kMaxRegions = 1U << 20;
 constexpr uint32_t kMaxRkeyLen = 1U << 16;
 constexpr uint32_t kMaxWorkerAddressLen = 1U << 16;
+constexpr uint32_t kMaxBootIdLen = 64;
 
 enum class Msg : uint16_t {
   HELLO = 1,        // client -> server: token, client name
@@ -87,7 +88,6 @@ class Cursor {
     n_ -= len;
     return true;
   }
-  size_t left() const { return n_; }
 
  private:
   bool raw(void *v, size_t k) {

@@ -10,18 +10,14 @@ matching :mod:`hixl_rma.errors` exception.
 from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
 from libc.stdint cimport int32_t, uint16_t, uint32_t, uint64_t, uintptr_t
-from libcpp cimport bool as cbool
 from libcpp.map cimport map as cmap
 from libcpp.string cimport string
-from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
 
 import numpy as np
 
-from .errors import (ALREADY_CONNECTED, FAILED, NOT_CONNECTED, NOTIFY_FAILED,
-                     PARAM_INVALID, PEER_FAILURE, RESOURCE_EXHAUSTED, SUCCESS,
-                     TIMEOUT, UNSUPPORTED, ParamError, error_for)
+from .errors import FAILED, TIMEOUT, ParamError, error_for
 
 cdef extern from "hixl/hixl.h" namespace "hixl" nogil:
     ctypedef uint32_t Status
@@ -100,6 +96,8 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
 
 cdef extern from "_engine_compat.h" nogil:
     int HIXL_RMA_HAS_EXT
+    const char *C_OPTION_JOB_TOKEN "hixl::ext::OPTION_JOB_TOKEN"
+    const char *C_OPTION_TIMEOUT_MS "hixl::ext::OPTION_TIMEOUT_MS"
 
 cdef extern from "_engine_compat.h" namespace "hixl_rma" nogil:
     Status WaitTransfer(Hixl &, TransferReq, int32_t, TransferStatus &)
@@ -110,8 +108,8 @@ cdef extern from "_engine_compat.h" namespace "hixl_rma" nogil:
 MEM_HOST_ = MEM_HOST
 MEM_DEVICE_ = MEM_DEVICE
 globals().update(MEM_HOST=int(MEM_HOST), MEM_DEVICE=int(MEM_DEVICE), READ=int(READ), WRITE=int(WRITE))
-OPTION_JOB_TOKEN = "JobToken"
-OPTION_TIMEOUT_MS = "TimeoutMs"
+OPTION_JOB_TOKEN = C_OPTION_JOB_TOKEN.decode()
+OPTION_TIMEOUT_MS = C_OPTION_TIMEOUT_MS.decode()
 HAS_EXTENSIONS = bool(HIXL_RMA_HAS_EXT)
 # TransferRequest.status(): a timeout is raised by wait(), never a status.
 TRANSFER_WAITING, TRANSFER_COMPLETED, TRANSFER_FAILED = 0, 1, 3

@@ -7,7 +7,7 @@
 # one engine post. Anything else returns False and the Python layer
 # (core.py and the parts) takes it, with its full checks and error messages.
 
-from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_SIMPLE
+from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_FORMAT
 from cpython.exc cimport PyErr_Clear
 from libc.string cimport memcpy, strchr
 from libc.stdint cimport int64_t, uint8_t

@@ -2,9 +2,7 @@
 
 Read here and nowhere else: the Python layer's own settings, and the
 engine's, which every ``Engine`` gets as ``Initialize`` options when it
-starts (``engine_options``). One exception: ``HIXL_RMA_CMA_THREADS`` is read
-by the engine at each large transfer, so that a program may change it
-between transfers. README, "Settings", lists the same table.
+starts (``engine_options``). README, "Settings", lists the same table.
 """
 import os
 
@@ -24,9 +22,9 @@ SETTINGS = {
     "HIXL_RMA_POLL_US": ("50", "engine start (option PollUs)",
                          "how long the progress thread polls after serving a peer"),
     "HIXL_RMA_CMA": ("1", "engine start (option Cma)", "0: UCX moves every same-node block (no engine cma)"),
-    "HIXL_RMA_CMA_THREADS": ("", "engine, each transfer of 4 MiB or more",
-                             "threads that share a large same-node copy (default: one helper where a "
-                             "core is idle)"),
+    "HIXL_RMA_CMA_THREADS": ("", "engine start (option CmaThreads)",
+                             "threads that share a same-node transfer of 4 MiB or more (default: one "
+                             "helper where a core is idle)"),
     "HIXL_RMA_DIRECT": ("1", "engine start (option Direct)", "0: never map a peer's memory (no memcpy path)"),
 }
 
@@ -64,7 +62,8 @@ def shared_fence():
 
 
 #: engine option -> the setting it comes from (hixl_ext.h names the options)
-_ENGINE_OPTIONS = {"PollUs": "HIXL_RMA_POLL_US", "Cma": "HIXL_RMA_CMA", "Direct": "HIXL_RMA_DIRECT"}
+_ENGINE_OPTIONS = {"PollUs": "HIXL_RMA_POLL_US", "Cma": "HIXL_RMA_CMA", "Direct": "HIXL_RMA_DIRECT",
+                   "CmaThreads": "HIXL_RMA_CMA_THREADS"}
 
 
 def engine_options():

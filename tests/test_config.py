@@ -29,10 +29,10 @@ def test_every_setting_is_read_in_config_only():
         for name in re.findall(r'(?:getenv|environ\.get|environ\[)\(?\s*"(HIXL_RMA_\w+)"', text):
             readers.setdefault(name, set()).add(os.path.relpath(path, ROOT))
     allowed = {"hixl_rma/config.py"}
-    stray = {n: sorted(p - allowed) for n, p in readers.items()
-             if p - allowed and n not in TEST_ONLY and n != "HIXL_RMA_CMA_THREADS"}
+    stray = {n: sorted(p - allowed) for n, p in readers.items() if p - allowed and n not in TEST_ONLY}
     assert stray == {}, f"read outside config.py: {stray}"
-    assert readers.get("HIXL_RMA_CMA_THREADS") == {"src/engine/share.cc"}  # the one read per transfer
+    engine = sorted(p for ps in readers.values() for p in ps if p.startswith("src/"))
+    assert engine == [], f"the engine reads a setting itself: {engine}"
 
 
 def test_readme_documents_every_setting_with_its_default():
@@ -52,7 +52,13 @@ def test_engine_takes_the_settings_as_options_and_names_a_bad_one(monkeypatch):
     with pytest.raises(hixl_rma.ParamError, match="option Direct must be 0 or 1, got '2'"):
         hixl_rma.Engine()
     monkeypatch.setenv("HIXL_RMA_DIRECT", "0")
-    assert config.engine_options() == {"PollUs": "50", "Cma": "0", "Direct": "0"}
+    for bad in ("two", "0", "-1"):
+        monkeypatch.setenv("HIXL_RMA_CMA_THREADS", bad)
+        with pytest.raises(hixl_rma.ParamError, match=f"option CmaThreads must be a number of threads "
+                                                      rf"\(1 or more\), got '{bad}'"):
+            hixl_rma.Engine()
+    monkeypatch.delenv("HIXL_RMA_CMA_THREADS")
+    assert config.engine_options() == {"PollUs": "50", "Cma": "0", "Direct": "0", "CmaThreads": ""}
     with hixl_rma.Engine() as eng:  # valid settings: a working engine
         assert eng.address.startswith("127.0.0.1:")
     with pytest.raises(hixl_rma.ParamError, match="HIXL_RMA_TIMEOUT_MS must be positive"):

@@ -832,6 +832,72 @@ def test_peer_finalized_is_peer_failure(pair):
     assert "lost" in str(err) or "died" in str(err)
 
 
+def test_disconnect_under_running_transfers_is_a_clean_error():
+    """Disconnect while other threads transfer to the peer, fetch its table
+    again (each transfer names a region registered after the last one) and
+    post atomics to it: the peer's remote keys keep its endpoint alive, so a
+    call that raced the teardown ends in an error, never a crash or a hang;
+    a request started before it finishes; after it, every call is
+    NotConnectedError; a reconnect works."""
+    a = hixl_rma.Engine(options={"Cma": "0"})  # every block through UCX, on the endpoint
+    b = hixl_rma.Engine()
+    src = np.arange(4096, dtype=np.uint8)
+    a.register_mem(src)
+    word = np.zeros(1, dtype=np.uint64)
+    b.register_mem(word)
+    outcomes = []
+
+    def transfers(stop):
+        while not stop.is_set():
+            dst = np.zeros(4096, dtype=np.uint8)
+            h = b.register_mem(dst)  # not in a's cached table: the transfer fetches it again
+            try:
+                a.transfer_sync(b.address, WRITE, [(addr(src), addr(dst), 4096)], timeout_ms=5000)
+                outcomes.append("ok" if np.array_equal(dst, src) else "wrong bytes")
+            except Exception as exc:  # noqa: BLE001 - every outcome is checked below
+                outcomes.append(type(exc).__name__)
+            finally:
+                b.deregister_mem(h)
+
+    def atomics(stop):
+        while not stop.is_set():
+            try:
+                a.atomic_fetch_add(b.address, addr(word), 1, timeout_ms=5000)
+                outcomes.append("ok")
+            except Exception as exc:  # noqa: BLE001
+                outcomes.append(type(exc).__name__)
+
+    try:
+        for _ in range(10):
+            a.connect(b.address)
+            a.transfer_sync(b.address, WRITE, [(addr(src), addr(word), 8)])
+            req = a.transfer_async(b.address, WRITE, [(addr(src), addr(word), 8)], keep=src)
+            stop = threading.Event()
+            threads = [threading.Thread(target=f, args=(stop,)) for f in (transfers, atomics)]
+            for t in threads:
+                t.start()
+            time.sleep(0.02)
+            a.disconnect(b.address)
+            stop.set()
+            for t in threads:
+                t.join(30)
+            assert not any(t.is_alive() for t in threads), "a call hung after Disconnect"
+            assert req.status() in (hixl_rma.TRANSFER_COMPLETED, hixl_rma.TRANSFER_FAILED)
+            with pytest.raises(NotConnectedError):
+                a.transfer_sync(b.address, WRITE, [(addr(src), addr(word), 8)])
+            with pytest.raises(NotConnectedError):
+                a.atomic_fetch_add(b.address, addr(word), 1)
+            assert a.stats()["endpoints"] == 0
+        assert set(outcomes) <= {"ok", "NotConnectedError", "PeerFailure"}, set(outcomes)
+        assert "ok" in outcomes
+        a.connect(b.address)
+        a.transfer_sync(b.address, WRITE, [(addr(src), addr(word), 8)])
+        assert word.tobytes() == src[:8].tobytes()
+    finally:
+        a.finalize()
+        b.finalize()
+
+
 # ---------------------------------------------------- argument checking
 
 def test_wrong_argument_types(pair):

@@ -147,13 +147,23 @@ def test_scattered_write_then_read(pair, mode, mix, n):
     check_vectored(mode, before, a.stats(), n)
 
 
+@pytest.fixture
+def threads_pair(mode, threads):
+    """Like ``pair``, the origin made with option CmaThreads=``threads``."""
+    a = hixl_rma.Engine(options={"CmaThreads": threads})
+    b = hixl_rma.Engine()
+    a.connect(b.address)
+    yield a, b
+    a.finalize()
+    b.finalize()
+
+
 @pytest.mark.parametrize("threads", ["1", "2"])
-def test_large_blocks_are_shared_out(pair, mode, threads, monkeypatch):
+def test_large_blocks_are_shared_out(threads_pair, mode, threads):
     """Blocks of several MiB are cut into 512 KiB pieces that the engine's
     threads claim one run at a time (and that the fallback resumes from the
     exact byte): the bytes land as they would with one call per block."""
-    monkeypatch.setenv("HIXL_RMA_CMA_THREADS", threads)  # read at each large transfer
-    a, b = pair
+    a, b = threads_pair
     MiB = 1 << 20
     sizes = np.array([5 * MiB + 3, 100, 2 * MiB, 7 * MiB - 1], dtype=np.uint64)
     rng = np.random.default_rng(11)

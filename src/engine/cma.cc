@@ -1,8 +1,6 @@
 // Vectored cross-memory attach (see cma.h).
 #include "cma.h"
-#include "ucx_env.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -10,13 +8,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <climits>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
-#include <thread>
 #include <vector>
+
+#include "ucx_env.h"
 
 namespace hixl {
 namespace engine {
@@ -48,7 +44,7 @@ ssize_t Call(pid_t pid, bool write, const iovec *local, const iovec *remote, siz
   return write ? process_vm_writev(pid, local, n, remote, n, 0) : process_vm_readv(pid, local, n, remote, n, 0);
 }
 
-// HIXL_RMA_CMA=short: move the first half of the blocks and half of the next
+// Option Cma=short: move the first half of the blocks and half of the next
 // one, then report a short transfer, so that tests reach the fallback.
 ssize_t ShortCall(pid_t pid, bool write, const iovec *local, const iovec *remote, size_t n) {
   size_t whole = n / 2;
@@ -76,7 +72,7 @@ void HostIdentity::Encode(Writer &w) const {
   w.u64(pidns_ino);
 }
 
-bool HostIdentity::Decode(Cursor &c) { return c.u64(pid) && c.bytes(boot_id, 64) && c.u64(pidns_dev) && c.u64(pidns_ino); }
+bool HostIdentity::Decode(Cursor &c) { return c.u64(pid) && c.bytes(boot_id, kMaxBootIdLen) && c.u64(pidns_dev) && c.u64(pidns_ino); }
 
 bool HostIdentity::SharesPidsWith(const HostIdentity &other) const {
   return !boot_id.empty() && boot_id == other.boot_id && pidns_dev == other.pidns_dev &&

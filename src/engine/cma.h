@@ -13,17 +13,10 @@
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <functional>
 #include <string>
-#include <system_error>
-#include <thread>
-#include <vector>
 
-#include "share.h"
 #include "unique_fd.h"
 #include "wire.h"
 
@@ -44,7 +37,7 @@ struct HostIdentity {
   bool SharesPidsWith(const HostIdentity &other) const;
 };
 
-/** @brief How the engine uses vectored cma (HIXL_RMA_CMA, UCX_TLS). */
+/** @brief How the engine uses vectored cma (option Cma, UCX_TLS). */
 enum class CmaMode {
   OFF,    ///< never: UCX moves every block
   ON,     ///< towards same-namespace peers

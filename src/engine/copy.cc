@@ -1,8 +1,6 @@
 // Copies through mapped peer memory, shared out between threads when large.
 #include "copy.h"
 
-#include "cma.h"
-
 namespace hixl {
 namespace engine {
 
@@ -15,8 +13,8 @@ void CopyRange(const CopyPiece *p, size_t n, bool write, bool stream) {
 
 }  // namespace
 
-void MappedCopies::Run(bool write, bool stream) {
-  size_t threads = ThreadsFor(bytes_);
+void MappedCopies::Run(bool write, bool stream, size_t cma_threads) {
+  size_t threads = ThreadsFor(bytes_, cma_threads);
   std::vector<CmaShare> shares = SplitShares(pieces_, threads, [](const CopyPiece &p) { return p.len; });
   RunShares(shares, threads, [&](CmaShare &s) { CopyRange(pieces_.data() + s.lo, s.hi - s.lo, write, stream); });
 }

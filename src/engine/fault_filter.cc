@@ -28,11 +28,9 @@ bool EndsWith(const char *s, const char *suffix) {
   return n >= k && std::strcmp(s + n - k, suffix) == 0;
 }
 
-ucs_log_func_rc_t PeerDeathFilter(const char *file, unsigned line, const char *function, ucs_log_level_t level,
-                                  const ucs_log_component_config_t *comp, const char *format, va_list ap) {
-  (void)line;
-  (void)function;
-  (void)comp;
+ucs_log_func_rc_t PeerDeathFilter(const char *file, unsigned /*line*/, const char * /*function*/,
+                                  ucs_log_level_t level, const ucs_log_component_config_t * /*comp*/,
+                                  const char *format, va_list ap) {
   if (level != UCS_LOG_LEVEL_FATAL || file == nullptr || !EndsWith(file, "cma_ep.c"))
     return UCS_LOG_FUNC_RC_CONTINUE;
   char text[512];

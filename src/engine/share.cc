@@ -5,30 +5,13 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 
 #include "hixl/hixl_ext.h"
 
 namespace hixl {
 namespace engine {
-
-size_t CmaThreads(bool *asked) {
-  // One core's copy is bound by its own page walks and memory parallelism,
-  // not by the memory bus: a second core nearly halves a 16 MiB same-node
-  // transfer, or 4,096 x 4 KiB blocks. The helper runs at idle priority
-  // (YieldToOthers), so it uses a core only while nobody else wants it: in
-  // the KV-cache pattern (examples/kv_cache_transfer.py), where the target
-  // checks each layer as it lands, a helper at normal priority took the
-  // target's core and slowed the transfer; at idle priority it does not.
-  // Read at each large transfer (a getenv), so a program may change it.
-  const char *v = std::getenv("HIXL_RMA_CMA_THREADS");
-  const bool set = v != nullptr && *v != '\0';
-  if (asked != nullptr) *asked = set;
-  long t = set ? std::strtol(v, nullptr, 10) : 2;
-  return static_cast<size_t>(std::max(1L, std::min({t, static_cast<long>(AllowedCores()), 8L})));
-}
 
 size_t AllowedCores() {
   // The cores this process may run on: a rank bound to one core (Open
@@ -75,14 +58,20 @@ size_t IdleCores() {
   return online > running ? static_cast<size_t>(online - running) : 0;
 }
 
-size_t ThreadsFor(size_t bytes) {
+size_t ThreadsFor(size_t bytes, size_t asked) {
   if (bytes < hixl::ext::kShareMinBytes) return 1;
-  bool asked = false;
-  size_t threads = CmaThreads(&asked);
+  // One core's copy is bound by its own page walks and memory parallelism,
+  // not by the memory bus, so a second core speeds a large copy up (README,
+  // Performance). Helpers run at idle priority (YieldToOthers): they take a
+  // core only while nobody else wants it, so a target that computes while
+  // its data lands (examples/kv_cache_transfer.py) keeps its core.
+  const size_t cap = std::min(AllowedCores(), kMaxShareThreads);
+  if (asked != 0) return std::min(asked, cap);
   // With no core idle a helper has nothing to give: it would start, wait for
   // a core and be moved to the caller's at the end (BringHere). By default,
   // helpers only where a core is idle; a number the user set is taken as is.
-  return threads > 1 && !asked ? std::min(threads, 1 + IdleCores()) : threads;
+  size_t threads = std::min(kDefaultShareThreads, cap);
+  return threads > 1 ? std::min(threads, 1 + IdleCores()) : threads;
 }
 
 }  // namespace engine

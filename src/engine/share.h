@@ -28,9 +28,10 @@ struct CmaShare {
   uint64_t calls = 0;
 };
 
-/** @brief Threads that move one large batch (HIXL_RMA_CMA_THREADS, default 2, at most the cores);
- *         *asked: whether the user set the number. */
-size_t CmaThreads(bool *asked = nullptr);
+/** @brief Threads that share one large batch when option CmaThreads is not set: the caller and a helper. */
+constexpr size_t kDefaultShareThreads = 2;
+/** @brief The most threads one batch is shared between. */
+constexpr size_t kMaxShareThreads = 8;
 
 /** @brief The cores in this process's affinity mask. */
 size_t AllowedCores();
@@ -38,8 +39,13 @@ size_t AllowedCores();
 /** @brief Cores of this machine idle right now (by /proc/loadavg's runnable count), 0 if unknown. */
 size_t IdleCores();
 
-/** @brief Threads to move a batch of `bytes` with: 1 below 4 MiB, else CmaThreads(): by default only as far as cores are idle. */
-size_t ThreadsFor(size_t bytes);
+/**
+ * @brief Threads to move a batch of `bytes` with: 1 below kShareMinBytes;
+ *        else `asked` (option CmaThreads; 0: not set), or by default
+ *        kDefaultShareThreads only as far as cores are idle; never more than
+ *        the cores allowed or kMaxShareThreads.
+ */
+size_t ThreadsFor(size_t bytes, size_t asked);
 
 /** @brief Lower the calling thread to SCHED_IDLE: it runs only on a core nobody else wants. */
 void YieldToOthers();

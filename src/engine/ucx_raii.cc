@@ -1,6 +1,7 @@
 #include "ucx_raii.h"
 
 #include <cstring>
+#include <utility>
 
 namespace hixl {
 namespace engine {
@@ -96,8 +97,38 @@ MemMap::~MemMap() {
   if (memh_ != nullptr) ucp_mem_unmap(ctx_->get(), memh_);
 }
 
-RemoteKey::RemoteKey(ucp_ep_h ep, const std::string &packed) {
-  ucs_status_t st = ucp_ep_rkey_unpack(ep, packed.data(), &h_);
+Endpoint::Endpoint(std::shared_ptr<Worker> worker, const std::string &remote_address)
+    : worker_(std::move(worker)) {
+  ucp_ep_params_t params;
+  std::memset(&params, 0, sizeof(params));
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  params.address = reinterpret_cast<const ucp_address_t *>(remote_address.data());
+  // PEER mode would drop the shared-memory lanes (and their atomics); peer
+  // liveness is watched through the control socket instead.
+  params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  ucs_status_t st = ucp_ep_create(worker_->get(), &params, &h_);
+  if (st != UCS_OK) throw st;
+}
+
+void Endpoint::SetClose(bool peer_dead, std::chrono::steady_clock::time_point deadline) {
+  force_ = peer_dead;
+  has_deadline_ = true;
+  deadline_ = deadline;
+}
+
+Endpoint::~Endpoint() {
+  if (h_ == nullptr) return;
+  ucp_request_param_t p;
+  std::memset(&p, 0, sizeof(p));
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = force_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  auto deadline = has_deadline_ ? deadline_ : std::chrono::steady_clock::now() + kDefaultClose;
+  // Past the deadline the close goes on inside UCX, and ends with the worker at the latest.
+  worker_->Wait(ucp_ep_close_nbx(h_, &p), deadline, [] { return UCS_OK; });
+}
+
+RemoteKey::RemoteKey(std::shared_ptr<Endpoint> ep, const std::string &packed) : ep_(std::move(ep)) {
+  ucs_status_t st = ucp_ep_rkey_unpack(ep_->get(), packed.data(), &h_);
   if (st != UCS_OK) throw st;
 }
 

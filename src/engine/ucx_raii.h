@@ -1,13 +1,17 @@
 // RAII owners of UCX handles. Copy is deleted; children hold their parents
-// alive through shared_ptr so destruction order is always worker before
-// context, rkeys and endpoints before the worker.
+// alive through shared_ptr, so destruction order is always rkeys before
+// their endpoint, endpoints before their worker, the worker (and memory
+// maps) before the context.
 #ifndef HIXL_ENGINE_UCX_RAII_H
 #define HIXL_ENGINE_UCX_RAII_H
 
 #include <ucp/api/ucp.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace hixl {
@@ -31,7 +35,14 @@ class Context {
  *  operation to it queued (fault_filter.cc); idempotent. */
 void InstallPeerDeathFilter();
 
-/** @brief A multi-thread worker with an event fd for sleeping progress. */
+/**
+ * @brief A multi-thread worker with an event fd for sleeping progress.
+ *
+ * Two kinds of thread progress it: callers waiting for their own requests
+ * (Wait), and the engine's progress thread. While any caller waits, the
+ * progress thread keeps off the worker (ParkWhileCallersWait): the caller's
+ * completion is what it polls for, and UCX's worker lock is a spinlock.
+ */
 class Worker {
  public:
   explicit Worker(std::shared_ptr<Context> ctx);
@@ -43,11 +54,64 @@ class Worker {
   const std::string &address() const { return address_; }
   const std::shared_ptr<Context> &context() const { return ctx_; }
 
+  /** @brief WaitRequest on this worker, counted as a caller waiting (see ParkWhileCallersWait). */
+  template <typename Abort>
+  ucs_status_t Wait(void *req, std::chrono::steady_clock::time_point deadline, Abort &&abort);
+
+  /** @brief Callers inside Wait() now. */
+  int callers_waiting() const { return waiting_.load(std::memory_order_seq_cst); }
+
+  /** @brief For the progress thread: sleep until no caller waits, `stop()` is true, or `max` passed. */
+  template <typename Stop>
+  void ParkWhileCallersWait(std::chrono::milliseconds max, Stop &&stop);
+
  private:
   std::shared_ptr<Context> ctx_;
   ucp_worker_h h_ = nullptr;
   int efd_ = -1;
   std::string address_;
+  std::atomic<int> waiting_{0};
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  std::atomic<bool> parked_{false};
+};
+
+/**
+ * @brief An endpoint to a peer's worker, closed when the last owner goes.
+ *
+ * Its owners are the peer it belongs to and every RemoteKey unpacked on it,
+ * so a key never outlives its endpoint. The close progresses the worker in
+ * the closing thread and is bounded by the close deadline: a force close
+ * when the peer was marked dead (a flush could only time out), otherwise a
+ * flush close, which completes what was posted first.
+ */
+class Endpoint {
+ public:
+  /** @brief Connect to `remote_address` (a packed worker address); throws ucs_status_t. */
+  Endpoint(std::shared_ptr<Worker> worker, const std::string &remote_address);
+  ~Endpoint();
+  Endpoint(const Endpoint &) = delete;
+  Endpoint &operator=(const Endpoint &) = delete;
+  ucp_ep_h get() const { return h_; }
+  const std::shared_ptr<Worker> &worker() const { return worker_; }
+
+  /**
+   * @brief How the endpoint closes when it goes: forced when `peer_dead`,
+   *        and bounded by `deadline` (default: kDefaultClose after the close starts).
+   */
+  void SetClose(bool peer_dead, std::chrono::steady_clock::time_point deadline);
+
+  /** @brief The bound of a close nobody set one for. */
+  static constexpr std::chrono::milliseconds kDefaultClose{2000};
+
+ private:
+  std::shared_ptr<Worker> worker_;
+  ucp_ep_h h_ = nullptr;
+  // Set by the owner that lets go last but one (the peer's teardown); the
+  // destructor runs after every owner let go, so it reads them race-free.
+  bool force_ = false;
+  bool has_deadline_ = false;
+  std::chrono::steady_clock::time_point deadline_{};
 };
 
 /** @brief A ucp_mem_map'ped region (registered or UCX-allocated) and its packed rkey. */
@@ -71,16 +135,18 @@ class MemMap {
   std::string rkey_;
 };
 
-/** @brief An unpacked remote key. */
+/** @brief A remote key unpacked on an endpoint, which it keeps alive. */
 class RemoteKey {
  public:
-  RemoteKey(ucp_ep_h ep, const std::string &packed);
+  /** @brief Unpack `packed` on `ep`; throws ucs_status_t. */
+  RemoteKey(std::shared_ptr<Endpoint> ep, const std::string &packed);
   ~RemoteKey();
   RemoteKey(const RemoteKey &) = delete;
   RemoteKey &operator=(const RemoteKey &) = delete;
   ucp_rkey_h get() const { return h_; }
 
  private:
+  std::shared_ptr<Endpoint> ep_;
   ucp_rkey_h h_ = nullptr;
 };
 

@@ -5,15 +5,17 @@
 #include <sched.h>
 #include <time.h>
 
+#include <utility>
+
 namespace hixl {
 namespace engine {
 
 /**
  * @brief Back off in a wait loop without taking a core from the peer.
  *
- * Spins for the first ~50 us (completions over shared memory come within
- * microseconds, and any sleep costs the kernel's 50 us timer slack), then
- * yields the core for a while, then sleeps in steps growing to 0.5 ms.
+ * Spins first (completions over shared memory come within microseconds,
+ * and any sleep costs at least the kernel's timer slack), then yields the
+ * core for a while, then sleeps in growing steps.
  */
 inline void BackoffSleep(unsigned &idle) {
   ++idle;
@@ -59,6 +61,26 @@ ucs_status_t WaitRequest(ucp_worker_h w, void *req, std::chrono::steady_clock::t
   }
   ucp_request_free(req);
   return st;
+}
+
+template <typename Abort>
+ucs_status_t Worker::Wait(void *req, std::chrono::steady_clock::time_point deadline, Abort &&abort) {
+  if (req == nullptr) return UCS_OK;
+  waiting_.fetch_add(1, std::memory_order_seq_cst);
+  ucs_status_t st = WaitRequest(h_, req, deadline, std::forward<Abort>(abort));
+  if (waiting_.fetch_sub(1, std::memory_order_seq_cst) == 1 && parked_.load(std::memory_order_seq_cst)) {
+    std::lock_guard<std::mutex> lk(park_mu_);
+    park_cv_.notify_one();
+  }
+  return st;
+}
+
+template <typename Stop>
+void Worker::ParkWhileCallersWait(std::chrono::milliseconds max, Stop &&stop) {
+  std::unique_lock<std::mutex> lk(park_mu_);
+  parked_.store(true, std::memory_order_seq_cst);
+  park_cv_.wait_for(lk, max, [&] { return waiting_.load(std::memory_order_seq_cst) == 0 || stop(); });
+  parked_.store(false, std::memory_order_seq_cst);
 }
 
 }  // namespace engine

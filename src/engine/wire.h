@@ -13,12 +13,13 @@ namespace hixl {
 namespace engine {
 
 using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
 
 /** The UCX active-message id of notifications (SendNotify). */
 constexpr unsigned kNotifyAmId = 0x48;
 
 /** The time point ``ms`` milliseconds from now (a negative ``ms``: now). */
-inline Clock::time_point DeadlineIn(int32_t ms) {
+inline Deadline DeadlineIn(int32_t ms) {
   return Clock::now() + std::chrono::milliseconds(ms < 0 ? 0 : ms);
 }
 
@@ -31,6 +32,8 @@ constexpr uint32_t kMaxTokenLen = 256;
 constexpr uint32_t kMaxNameLen = 256;
 constexpr uint32_t kMaxRegions = 1U << 20;
 constexpr uint32_t kMaxRkeyLen = 1U << 16;
+constexpr uint32_t kMaxWorkerAddressLen = 1U << 16;
+constexpr uint32_t kMaxBootIdLen = 64;
 
 enum class Msg : uint16_t {
   HELLO = 1,        // client -> server: token, client name
@@ -85,7 +88,6 @@ class Cursor {
     n_ -= len;
     return true;
   }
-  size_t left() const { return n_; }
 
  private:
   bool raw(void *v, size_t k) {

@@ -102,13 +102,25 @@ def test_out_of_bounds_batch_moves_nothing(comm, rank, right, flavor):
     np.testing.assert_array_equal(after, before)
 
 
+@pytest.fixture
+def cma_threads(threads, monkeypatch):
+    """Every rank's engine restarted with HIXL_RMA_CMA_THREADS=``threads``
+    (option CmaThreads, taken when an engine starts); the usual one after."""
+    hixl_rma.Finalize()
+    monkeypatch.setenv("HIXL_RMA_CMA_THREADS", threads)
+    hixl_rma.Init()
+    yield threads
+    hixl_rma.Finalize()
+    monkeypatch.undo()
+    hixl_rma.Init()
+
+
 @pytest.mark.parametrize("threads", ["1", "2"])
 @pytest.mark.parametrize("flavor", ["create", "allocate"])
-def test_large_put_and_get_shared_out(comm, rank, left, right, flavor, threads, monkeypatch):
+def test_large_put_and_get_shared_out(comm, rank, left, right, flavor, cma_threads):
     """One Put / Get of several MiB at an odd displacement: the engine cuts it
     into pieces that its threads copy (mapped memory) or move (cma) side by
     side; every byte lands where it should and nothing around it moves."""
-    monkeypatch.setenv("HIXL_RMA_CMA_THREADS", threads)  # the engine reads it at each large transfer
     nbytes, disp, n = 12 << 20, 4093, (9 << 20) + 7
     mem, win = _window(comm, flavor, nbytes)
     src = np.random.default_rng(rank).integers(0, 256, n, dtype=np.uint8)

@@ -23,7 +23,6 @@ namespace ext {
  *  to the engine instead of copying them itself). */
 constexpr size_t kShareMinBytes = 4U << 20;
 
-
 /** @brief Option carrying the job token; both ends of a connection must agree. */
 constexpr const char *OPTION_JOB_TOKEN = "JobToken";
 /** @brief Option: default timeout (ms) of internal waits (handshake, invalidation). */
@@ -34,6 +33,9 @@ constexpr const char *OPTION_POLL_US = "PollUs";
 constexpr const char *OPTION_CMA = "Cma";
 /** @brief Option: "1" (default) map same-node peers' engine memory, "0" never. */
 constexpr const char *OPTION_DIRECT = "Direct";
+/** @brief Option: threads that share a same-node transfer of kShareMinBytes or more, taken as
+ *         given up to the cores allowed (default, or empty: one helper where a core is idle). */
+constexpr const char *OPTION_CMA_THREADS = "CmaThreads";
 
 /** @brief The peer died or dropped its control connection (our code). */
 constexpr Status PEER_FAILURE = 503901U;

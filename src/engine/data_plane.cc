@@ -1,102 +1,45 @@
-// Data plane of the built-in engine: transfers, atomics, flush and notifies.
-// A block whose remote region is mapped into this process is a memcpy (or a
-// CPU atomic); a block of a same-node peer's registered host memory goes into
-// the engine's own vectored cma calls (cma.h: synchronous, so complete before
-// any flush); every other block, or whatever a cma call left undone, is a UCX
-// operation completed by one flush.
+// The data plane (data_plane.h): transfers, atomics, flush and notifies' sending.
+#include "data_plane.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "copy.h"
-#include "engine_impl.h"
 #include "status.h"
 
 namespace hixl {
-
-using engine::Clock;
-using engine::DeadlineIn;
-using engine::kNotifyAmId;
-using engine::Fail;
-using engine::FromUcs;
-using engine::Peer;
-using engine::RemoteRegion;
+namespace engine {
 
 namespace {
 
 constexpr size_t kMaxNotifyName = 1024;
 constexpr size_t kMaxNotifyMsg = 64 * 1024;
 
-const RemoteRegion *Find(const std::vector<RemoteRegion> &rs, uintptr_t addr, size_t len) {
-  auto it = std::upper_bound(rs.begin(), rs.end(), addr,
-                             [](uintptr_t a, const RemoteRegion &r) { return a < r.addr; });
-  // Regions may overlap: the nearest one below usually covers, else look further down.
-  while (it != rs.begin()) {
-    --it;
-    if (len <= it->len && addr - it->addr <= it->len - len) return &*it;
-  }
-  return nullptr;
-}
-
 std::string Range(uintptr_t addr, size_t len) {
   return "remote address " + std::to_string(addr) + " length " + std::to_string(len);
 }
 
-// Before every vectored call: is peer.pid still the peer? Its pidfd says so
-// (a system call), and a successful poll vouches for the pid for a
-// millisecond: the kernel hands an exited process's pid to another one only
-// after cycling through the whole pid space, which takes far longer.
-bool PidStillPeer(Peer &peer) {
-  if (peer.dead) return false;
-  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-  if (now < peer.pid_vouched_until.load(std::memory_order_relaxed)) return true;
-  if (!engine::PidAlive(peer.pidfd.get())) return false;
-  peer.pid_vouched_until.store(now + 1000000, std::memory_order_relaxed);
-  return true;
-}
-
 /** Async transfer: the flush request that completes the batch. */
 struct AsyncTransfer {
-  std::shared_ptr<Peer> peer;
-  ucp_worker_h worker;
-  void *flush_req;  // null when every block completed at post time
+  PeerPtr peer;
+  std::shared_ptr<Worker> worker;  ///< progressed while polled; null when flush_req is
+  void *flush_req;                 ///< null when every block completed at post time
 };
 
 }  // namespace
 
-ucs_status_t HixlImpl::PeerAbort(const Peer &peer) const {
-  return peer.dead ? UCS_ERR_CONNECTION_RESET : UCS_OK;
-}
-
-Status HixlImpl::PeerError(const Peer &peer, const char *what) const {
-  std::string why;
-  {
-    std::lock_guard<std::mutex> rl(const_cast<Peer &>(peer).resp_mu);
-    why = peer.death.empty() ? "control connection to " + peer.name + " failed" : peer.death;
-  }
-  return Fail(ext::PEER_FAILURE, std::string(what) + ": " + why);
-}
-
-void HixlImpl::Retire(Peer &peer, std::shared_ptr<engine::RemoteKey> key) {
-  mapping_generation_.fetch_add(1, std::memory_order_acq_rel);
-  peer.retired.emplace_back(++peer.retire_seq, std::move(key));
-}
-
-Status HixlImpl::LookupPeer(const std::string &remote, PeerPtr &peer) {
-  if (!initialized()) return Fail(FAILED, "engine is not initialized");
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = peers_.find(remote);
-    if (it == peers_.end()) return Fail(NOT_CONNECTED, "not connected to " + remote);
-    peer = it->second;
-  }
-  if (peer->dead) return PeerError(*peer, "transfer");
+Status DataPlane::LookupPeer(const std::string &remote, PeerPtr &peer) {
+  if (!control_.started()) return Fail(FAILED, "engine is not initialized");
+  peer = control_.Find(remote);
+  if (!peer) return Fail(NOT_CONNECTED, "not connected to " + remote);
+  if (peer->dead) return peer->Error("transfer");
   return SUCCESS;
 }
 
-Status HixlImpl::Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc> &descs,
-                         std::vector<const RemoteRegion *> &where, std::shared_lock<std::shared_mutex> &lock,
-                         Deadline deadline) {
+Status DataPlane::Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc> &descs,
+                          std::vector<const RemoteRegion *> &where, std::shared_lock<std::shared_mutex> &lock,
+                          Deadline deadline) {
   where.resize(descs.size());
   for (int attempt = 0; attempt < 2; ++attempt) {
     size_t miss = descs.size();
@@ -108,7 +51,7 @@ Status HixlImpl::Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc> 
       }
       if (d.local_addr == 0 || d.local_addr + d.len < d.local_addr)
         return Fail(PARAM_INVALID, "block " + std::to_string(i) + ": invalid local address");
-      where[i] = Find(peer->regions, d.remote_addr, d.len);
+      where[i] = peer->Find(d.remote_addr, d.len);
       if (where[i] == nullptr) {
         miss = i;
         break;
@@ -121,46 +64,46 @@ Status HixlImpl::Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc> 
                                      peer->name);
     // The cached table may be stale: fetch it again, once.
     lock.unlock();
-    Status st = RefreshTable(peer, deadline);
+    Status st = control_.RefreshTable(peer, deadline);
     lock.lock();
     if (st != SUCCESS) return st;
   }
   return SUCCESS;
 }
 
-Status HixlImpl::PostUcx(const PeerPtr &peer, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
-                         size_t index) {
+Status DataPlane::PostUcx(Peer &peer, ucp_ep_h ep, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
+                          size_t index) {
   ucp_request_param_t param;
   std::memset(&param, 0, sizeof(param));
   void *local = reinterpret_cast<void *>(d.local_addr);
-  peer->ucx_unflushed = true;  // before the post: a flush that misses it did not follow it
-  void *req = op == WRITE ? ucp_put_nbx(peer->ep, local, d.len, d.remote_addr, r.rkey->get(), &param)
-                          : ucp_get_nbx(peer->ep, local, d.len, d.remote_addr, r.rkey->get(), &param);
+  peer.ucx_unflushed = true;  // before the post: a flush that misses it did not follow it
+  void *req = op == WRITE ? ucp_put_nbx(ep, local, d.len, d.remote_addr, r.rkey->get(), &param)
+                          : ucp_get_nbx(ep, local, d.len, d.remote_addr, r.rkey->get(), &param);
   if (UCS_PTR_IS_ERR(req))
-    return FromUcs(UCS_PTR_STATUS(req), "transfer to " + peer->name + " block " + std::to_string(index));
+    return FromUcs(UCS_PTR_STATUS(req), "transfer to " + peer.name + " block " + std::to_string(index));
   // Completion is proven by the flush that follows; the request can go.
   if (req != nullptr) ucp_request_free(req);
   return SUCCESS;
 }
 
-Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                              const std::vector<const RemoteRegion *> &where, const std::vector<size_t> &blocks,
-                              bool &posted) {
+Status DataPlane::PostVectored(Peer &peer, ucp_ep_h ep, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                               const std::vector<const RemoteRegion *> &where, const std::vector<size_t> &blocks,
+                               bool &posted) {
   // Every block was resolved against the peer's registered regions, and the
   // shared table lock held by the caller keeps them registered throughout.
   // With more than one thread, large blocks are cut into pieces so that one
-  // large block (a 16 MiB Put) is shared out too.
+  // large block is shared out too.
   size_t bytes = 0;
   for (size_t b : blocks) bytes += descs[b].len;
-  size_t threads = engine::ThreadsFor(bytes);
+  size_t threads = ThreadsFor(bytes, options_.cma_threads);
   std::vector<iovec> local, remote;
-  std::vector<engine::CmaPiece> pieces;
+  std::vector<CmaPiece> pieces;
   local.reserve(blocks.size());
   remote.reserve(blocks.size());
   pieces.reserve(blocks.size());
   for (size_t j = 0; j < blocks.size(); ++j) {
     const auto &d = descs[blocks[j]];
-    size_t step = threads > 1 ? engine::PieceLen(d.len) : d.len;
+    size_t step = threads > 1 ? PieceLen(d.len) : d.len;
     for (size_t off = 0; off < d.len; off += step) {
       size_t n = std::min(step, d.len - off);
       local.push_back({reinterpret_cast<void *>(d.local_addr + off), n});
@@ -168,43 +111,40 @@ Status HixlImpl::PostVectored(const PeerPtr &peer, TransferOp op, const std::vec
       pieces.push_back({blocks[j], off});
     }
   }
-  std::vector<engine::CmaShare> shares =
-      engine::SplitShares(local, threads, [](const iovec &v) { return v.iov_len; });
-  const pid_t pid = static_cast<pid_t>(peer->pid);
-  const bool short_test = cma_mode_ == engine::CmaMode::SHORT;
-  auto move = [&](engine::CmaShare &s) {
-    s.moved = engine::VectoredMove(pid, op == WRITE, &local[s.lo], &remote[s.lo], s.hi - s.lo, short_test, s.err,
-                                   s.calls);
+  std::vector<CmaShare> shares = SplitShares(local, threads, [](const iovec &v) { return v.iov_len; });
+  const pid_t pid = static_cast<pid_t>(peer.pid);
+  const bool short_test = options_.cma == CmaMode::SHORT;
+  auto move = [&](CmaShare &s) {
+    s.moved = VectoredMove(pid, op == WRITE, &local[s.lo], &remote[s.lo], s.hi - s.lo, short_test, s.err, s.calls);
   };
   // An exited peer's pid may already name another process: check first.
-  if (!PidStillPeer(*peer)) {
+  if (!peer.PidStillPeer()) {
     shares[0].err = ESRCH;
   } else {
-    engine::RunShares(shares, threads, move);
+    RunShares(shares, threads, move);
   }
   // The pid no longer names a process: the peer is gone. Its share would
   // only queue UCX operations to a dead endpoint (and UCX asserts when such
   // an endpoint is closed with operations still pending in it).
-  if (std::any_of(shares.begin(), shares.end(), [](const engine::CmaShare &s) { return s.err == ESRCH; })) {
+  if (std::any_of(shares.begin(), shares.end(), [](const CmaShare &s) { return s.err == ESRCH; })) {
     for (const auto &s : shares) vectored_calls_ += s.calls;
-    peer->cma = false;
-    return Fail(ext::PEER_FAILURE, "transfer to " + peer->name + ": its process is gone (no such pid)");
+    peer.cma = false;
+    return Fail(ext::PEER_FAILURE, "transfer to " + peer.name + ": its process is gone (no such pid)");
   }
   for (size_t k = 0; k < shares.size(); ++k) {
-    Status st = FinishShare(peer, op, descs, where, pieces, local, shares[k], posted);
+    Status st = FinishShare(peer, ep, op, descs, where, pieces, local, shares[k], posted);
     if (st != SUCCESS) return st;
   }
   return SUCCESS;
 }
 
-Status HixlImpl::FinishShare(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                             const std::vector<const RemoteRegion *> &where,
-                             const std::vector<engine::CmaPiece> &pieces, const std::vector<iovec> &local,
-                             const engine::CmaShare &s, bool &posted) {
+Status DataPlane::FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                              const std::vector<const RemoteRegion *> &where, const std::vector<CmaPiece> &pieces,
+                              const std::vector<iovec> &local, const CmaShare &s, bool &posted) {
   vectored_calls_ += s.calls;
   // Not permitted (ptrace policy, no such system call): UCX from now on; it
   // reports a dead peer as PEER_FAILURE at the flush, as it always did.
-  if (s.err == EPERM || s.err == EACCES || s.err == ENOSYS) peer->cma = false;
+  if (s.err == EPERM || s.err == EACCES || s.err == ENOSYS) peer.cma = false;
   // The kernel stopped short: the rest of the share, from the exact byte
   // where it stopped, goes through UCX.
   size_t moved = s.moved, j = s.lo;
@@ -219,25 +159,27 @@ Status HixlImpl::FinishShare(const PeerPtr &peer, TransferOp op, const std::vect
     rest.remote_addr += pieces[j].off + moved;
     rest.len = local[j].iov_len - moved;
     posted = true;
-    Status st = PostUcx(peer, op, rest, *where[i], i);
+    Status st = PostUcx(peer, ep, op, rest, *where[i], i);
     if (st != SUCCESS) return st;
   }
   return SUCCESS;
 }
 
-Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                      Deadline deadline, bool &posted, bool local_host) {
+Status DataPlane::Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                       Deadline deadline, bool &posted, bool local_host) {
   if (op != READ && op != WRITE) return Fail(PARAM_INVALID, "transfer: operation must be READ or WRITE");
   posted = false;
   std::shared_lock<std::shared_mutex> lock(peer->table_mu);
   std::vector<const RemoteRegion *> where;
   Status st = Resolve(peer, descs, where, lock, deadline);
   if (st != SUCCESS) return st;
+  if (!peer->ep) return peer->Gone("transfer");  // torn down while the table was fetched
+  const ucp_ep_h ep = peer->ep->get();
   // Host memory at both ends of a same-namespace peer: the engine's own
   // vectored cma, a few system calls per batch instead of one per block.
   const bool vectored = local_host && peer->cma.load(std::memory_order_relaxed);
-  const bool stream = op == WRITE && engine::ShouldStream(descs);
-  engine::MappedCopies mapped;
+  const bool stream = op == WRITE && ShouldStream(descs);
+  MappedCopies mapped;
   std::vector<size_t> by_cma;
   uint64_t bytes = 0, direct = 0;
   for (size_t i = 0; i < descs.size(); ++i) {
@@ -255,12 +197,12 @@ Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tran
       continue;
     }
     posted = true;
-    st = PostUcx(peer, op, d, *r, i);
+    st = PostUcx(*peer, ep, op, d, *r, i);
     if (st != SUCCESS) return st;
   }
-  if (!mapped.empty()) mapped.Run(op == WRITE, stream);
+  if (!mapped.empty()) mapped.Run(op == WRITE, stream, options_.cma_threads);
   if (!by_cma.empty()) {
-    st = PostVectored(peer, op, descs, where, by_cma, posted);
+    st = PostVectored(*peer, ep, op, descs, where, by_cma, posted);
     if (st != SUCCESS) return st;
   }
   if (op == WRITE) {
@@ -276,7 +218,7 @@ Status HixlImpl::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tran
   return SUCCESS;
 }
 
-Status HixlImpl::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what) {
+Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what) {
   uint64_t seq;
   bool retired;
   {
@@ -288,11 +230,13 @@ Status HixlImpl::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *w
   // they return: with nothing posted on UCX since the last flush (and no
   // retired key to prove unused), UCX's flush would only cost its own time.
   if (!peer->ucx_unflushed.exchange(false, std::memory_order_acq_rel) && !retired) return SUCCESS;
-  void *req = engine::FlushEp(peer->ep);
-  ucs_status_t us = Wait(req, deadline, [&] { return PeerAbort(*peer); });
+  std::shared_ptr<Endpoint> ep = peer->endpoint();
+  ucs_status_t us = ep ? ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); })
+                       : UCS_ERR_NOT_CONNECTED;
   if (us != UCS_OK) {
     peer->ucx_unflushed = true;
-    if (peer->dead) return PeerError(*peer, what);
+    if (!ep) return peer->Gone(what);
+    if (peer->dead) return peer->Error(what);
     return FromUcs(us, std::string(what) + " to " + peer->name);
   }
   std::unique_lock<std::shared_mutex> lock(peer->table_mu, std::try_to_lock);
@@ -303,8 +247,8 @@ Status HixlImpl::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *w
   return SUCCESS;
 }
 
-Status HixlImpl::TransferSync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                              int32_t timeout_ms) {
+Status DataPlane::TransferSync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                               int32_t timeout_ms) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
@@ -315,17 +259,24 @@ Status HixlImpl::TransferSync(const std::string &remote, TransferOp op, const st
   return st;
 }
 
-Status HixlImpl::TransferAsync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                               TransferReq &req) {
+Status DataPlane::TransferAsync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                                TransferReq &req) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
   bool posted = false;
-  st = Post(peer, op, descs, DeadlineIn(default_timeout_ms_), posted);
+  st = Post(peer, op, descs, DeadlineIn(options_.timeout_ms), posted);
   if (st != SUCCESS) return st;
-  void *flush = posted ? engine::FlushEp(peer->ep) : nullptr;
-  if (UCS_PTR_IS_ERR(flush)) return FromUcs(UCS_PTR_STATUS(flush), "TransferAsync to " + remote);
-  auto *t = new AsyncTransfer{peer, worker_->get(), flush};
+  std::shared_ptr<Worker> worker;
+  void *flush = nullptr;
+  if (posted) {
+    std::shared_ptr<Endpoint> ep = peer->endpoint();
+    if (!ep) return peer->Gone("TransferAsync");
+    worker = ep->worker();
+    flush = FlushEp(ep->get());
+    if (UCS_PTR_IS_ERR(flush)) return FromUcs(UCS_PTR_STATUS(flush), "TransferAsync to " + remote);
+  }
+  auto *t = new AsyncTransfer{peer, std::move(worker), flush};
   {
     std::lock_guard<std::mutex> lk(async_mu_);
     async_.insert(t);
@@ -334,7 +285,7 @@ Status HixlImpl::TransferAsync(const std::string &remote, TransferOp op, const s
   return SUCCESS;
 }
 
-void HixlImpl::DropAsyncTransfers() {
+void DataPlane::DropAsyncTransfers() {
   std::lock_guard<std::mutex> lk(async_mu_);
   for (void *p : async_) {
     auto *t = static_cast<AsyncTransfer *>(p);
@@ -344,16 +295,16 @@ void HixlImpl::DropAsyncTransfers() {
   async_.clear();
 }
 
-Status HixlImpl::TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                              MemType local_type) {
+Status DataPlane::TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                               MemType local_type) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
   bool posted = false;
-  return Post(peer, op, descs, DeadlineIn(default_timeout_ms_), posted, local_type == MEM_HOST);
+  return Post(peer, op, descs, DeadlineIn(options_.timeout_ms), posted, local_type == MEM_HOST);
 }
 
-Status HixlImpl::GetTransferStatus(const TransferReq &req, TransferStatus &status) {
+Status DataPlane::GetTransferStatus(const TransferReq &req, TransferStatus &status) {
   if (req == nullptr) return Fail(PARAM_INVALID, "GetTransferStatus: null request");
   // Held throughout: a request is finished (and freed) exactly once.
   std::lock_guard<std::mutex> lk(async_mu_);
@@ -364,7 +315,7 @@ Status HixlImpl::GetTransferStatus(const TransferReq &req, TransferStatus &statu
   auto *t = static_cast<AsyncTransfer *>(req);
   ucs_status_t us = UCS_OK;
   if (t->flush_req != nullptr) {
-    ucp_worker_progress(t->worker);
+    ucp_worker_progress(t->worker->get());
     us = ucp_request_check_status(t->flush_req);
     if (us == UCS_INPROGRESS) {
       if (!t->peer->dead) {
@@ -376,24 +327,23 @@ Status HixlImpl::GetTransferStatus(const TransferReq &req, TransferStatus &statu
     ucp_request_free(t->flush_req);
   }
   status = us == UCS_OK ? TransferStatus::COMPLETED : TransferStatus::FAILED;
-  Status st = SUCCESS;
-  if (us != UCS_OK) st = t->peer->dead ? PeerError(*t->peer, "transfer") : FromUcs(us, "transfer");
+  // A failed transfer is reported through the status, the call itself
+  // worked; the reason is kept for LastError().
+  if (us != UCS_OK) (void)(t->peer->dead ? t->peer->Error("transfer") : FromUcs(us, "transfer"));
   async_.erase(found);
   delete t;
-  // A failed transfer is reported through the status; the call itself worked.
-  (void)st;
   return SUCCESS;
 }
 
-Status HixlImpl::Flush(const std::string &remote, int32_t timeout_ms) {
+Status DataPlane::Flush(const std::string &remote, int32_t timeout_ms) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
   return WaitFlush(peer, DeadlineIn(timeout_ms), "Flush");
 }
 
-Status HixlImpl::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value,
-                        uint64_t compare, uint64_t *result, int32_t timeout_ms) {
+Status DataPlane::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value,
+                         uint64_t compare, uint64_t *result, int32_t timeout_ms) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
@@ -427,6 +377,9 @@ Status HixlImpl::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t a
     if (result != nullptr) *result = old;
     return SUCCESS;
   }
+  // Found a region: not torn down (the teardown empties the table with the endpoint).
+  std::shared_ptr<Endpoint> ep = peer->ep;
+  if (!ep) return peer->Gone("atomic");
   ucp_atomic_op_t uop = UCP_ATOMIC_OP_ADD;
   switch (op) {
     case ext::AtomicOp::ADD: uop = UCP_ATOMIC_OP_ADD; break;
@@ -450,7 +403,7 @@ Status HixlImpl::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t a
     param.reply_buffer = reply;
   }
   peer->ucx_unflushed = true;
-  void *req = ucp_atomic_op_nbx(peer->ep, uop, &operand, 1, addr, r->rkey->get(), &param);
+  void *req = ucp_atomic_op_nbx(ep->get(), uop, &operand, 1, addr, r->rkey->get(), &param);
   lock.unlock();
   if (result == nullptr) {
     delete reply;
@@ -458,10 +411,10 @@ Status HixlImpl::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t a
     if (req != nullptr) ucp_request_free(req);
     return SUCCESS;
   }
-  ucs_status_t us = Wait(req, deadline, [&] { return PeerAbort(*peer); });
+  ucs_status_t us = ep->worker()->Wait(req, deadline, [&] { return peer->Abort(); });
   if (us != UCS_OK) {
     if (us != UCS_ERR_TIMED_OUT && !peer->dead) delete reply;
-    if (peer->dead) return PeerError(*peer, "atomic");
+    if (peer->dead) return peer->Error("atomic");
     return FromUcs(us, "atomic on " + Range(addr, 8) + " at " + remote);
   }
   *result = *reply;
@@ -469,14 +422,14 @@ Status HixlImpl::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t a
   return SUCCESS;
 }
 
-Status HixlImpl::RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr) {
+Status DataPlane::RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
   std::shared_lock<std::shared_mutex> lock(peer->table_mu);
   std::vector<TransferOpDesc> one{{1, addr, len}};
   std::vector<const RemoteRegion *> where;
-  st = Resolve(peer, one, where, lock, DeadlineIn(default_timeout_ms_));
+  st = Resolve(peer, one, where, lock, DeadlineIn(options_.timeout_ms));
   if (st != SUCCESS) return st;
   if (where[0] == nullptr || where[0]->mapped == nullptr)
     return Fail(UNSUPPORTED, "RemotePtr: " + Range(addr, len) + " of " + remote + " is not mapped into this process");
@@ -484,17 +437,20 @@ Status HixlImpl::RemotePtr(const std::string &remote, uintptr_t addr, size_t len
   return SUCCESS;
 }
 
-Status HixlImpl::SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms) {
+Status DataPlane::SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
   size_t nlen = notify.name.GetLength(), mlen = notify.notify_msg.GetLength();
   if (nlen > kMaxNotifyName || mlen > kMaxNotifyMsg)
-    return Fail(PARAM_INVALID, "SendNotify: name is limited to 1024 bytes and message to 65536 bytes");
+    return Fail(PARAM_INVALID, "SendNotify: name is limited to " + std::to_string(kMaxNotifyName) +
+                                   " bytes and message to " + std::to_string(kMaxNotifyMsg) + " bytes");
   auto deadline = DeadlineIn(timeout_ms);
   // Earlier transfers must be complete at the target before the notify leaves.
   st = WaitFlush(peer, deadline, "SendNotify");
   if (st != SUCCESS) return st;
+  std::shared_ptr<Endpoint> ep = peer->endpoint();
+  if (!ep) return peer->Gone("SendNotify");
   uint32_t lens[2] = {static_cast<uint32_t>(nlen), static_cast<uint32_t>(mlen)};
   std::string data(notify.name.GetString(), nlen);
   data.append(notify.notify_msg.GetString(), mlen);
@@ -503,8 +459,8 @@ Status HixlImpl::SendNotify(const std::string &remote, const NotifyDesc &notify,
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_COPY_HEADER;
   peer->ucx_unflushed = true;
-  void *req = ucp_am_send_nbx(peer->ep, kNotifyAmId, lens, sizeof(lens), data.data(), data.size(), &param);
-  ucs_status_t us = Wait(req, deadline, [&] { return PeerAbort(*peer); });
+  void *req = ucp_am_send_nbx(ep->get(), kNotifyAmId, lens, sizeof(lens), data.data(), data.size(), &param);
+  ucs_status_t us = ep->worker()->Wait(req, deadline, [&] { return peer->Abort(); });
   if (us != UCS_OK) {
     // The data buffer may still be read by UCX after a timeout; keep it.
     if (us == UCS_ERR_TIMED_OUT) new std::string(std::move(data));
@@ -516,34 +472,26 @@ Status HixlImpl::SendNotify(const std::string &remote, const NotifyDesc &notify,
   return SUCCESS;
 }
 
-Status HixlImpl::GetStats(ext::Stats &s) {
+Status DataPlane::GetPeerStats(const std::string &remote, ext::PeerStats &s) {
   std::memset(&s, 0, sizeof(s));
+  PeerPtr peer = control_.Find(remote);
+  if (!peer) return Fail(NOT_CONNECTED, "not connected to " + remote);
+  s.bytes_written = peer->bytes_written;
+  s.bytes_read = peer->bytes_read;
+  s.ops = peer->ops;
+  return SUCCESS;
+}
+
+void DataPlane::AddStats(ext::Stats &s) const {
   s.bytes_written = bytes_written_;
   s.bytes_read = bytes_read_;
   s.transfer_ops = transfer_ops_;
   s.direct_ops = direct_ops_;
   s.atomic_ops = atomic_ops_;
   s.notifies_sent = notifies_sent_;
-  s.notifies_received = notifies_received_;
-  s.table_refreshes = table_refreshes_;
   s.vectored_ops = vectored_ops_;
   s.vectored_calls = vectored_calls_;
-  std::lock_guard<std::mutex> lk(mu_);
-  s.regions = regions_.size();
-  s.endpoints = peers_.size();
-  for (auto &kv : accepted_) s.accepted += kv.second->authed ? 1 : 0;
-  return SUCCESS;
 }
 
-Status HixlImpl::GetPeerStats(const std::string &remote, ext::PeerStats &s) {
-  std::memset(&s, 0, sizeof(s));
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = peers_.find(remote);
-  if (it == peers_.end()) return Fail(NOT_CONNECTED, "not connected to " + remote);
-  s.bytes_written = it->second->bytes_written;
-  s.bytes_read = it->second->bytes_read;
-  s.ops = it->second->ops;
-  return SUCCESS;
-}
-
+}  // namespace engine
 }  // namespace hixl

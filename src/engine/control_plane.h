@@ -1,0 +1,159 @@
+// ControlPlane: the engine's UCX worker, its connections and its memory.
+//
+// Owns (one owner each):
+// - the UCX worker (and through it the context), made by Start, dropped by
+//   Stop; endpoints and memory maps hold them alive past that if they must;
+// - the listener, the epoll set, the wake eventfd and the progress thread;
+// - the connected peers (peers_, by name; peer_by_conn_, by control
+//   socket), the accepted control connections of clients (accepted_), and
+//   this engine's registered regions (regions_), all under mu_;
+// - the invalidations waiting for acks (ack_waits_, under mu_) and the
+//   notifies received (notifies_, under notify_mu_).
+//
+// Threads: callers connect, disconnect, register and withdraw memory, and
+// fetch a peer's table again (RefreshTable, on a data plane miss). The
+// progress thread sleeps on the worker's event fd and the control sockets:
+// it accepts clients and runs their handshake, answers table requests,
+// collects invalidation acks, applies a peer's invalidations, notices a
+// peer's death, receives notifies (OnNotify, from inside worker progress)
+// and closes the control sockets of peers torn down. It alone erases
+// accepted_ entries and closes peers' sockets while it runs.
+#ifndef HIXL_ENGINE_CONTROL_PLANE_H
+#define HIXL_ENGINE_CONTROL_PLANE_H
+
+#include <sys/epoll.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hixl/hixl_ext.h"
+#include "hixl/hixl_types.h"
+#include "options.h"
+#include "peer.h"
+#include "ucx_raii.h"
+#include "unique_fd.h"
+#include "wire.h"
+
+namespace hixl {
+namespace engine {
+
+/** @brief A region this engine exposes to its peers. */
+struct LocalRegion {
+  MemType type;
+  bool allocated;  ///< UCX-allocated: same-node peers can map it
+  std::unique_ptr<MemMap> map;
+  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(map->address()); }
+  size_t len() const { return map->length(); }
+};
+
+/** @brief An incoming control connection (one per connected client). */
+struct Accepted {
+  uint64_t id;
+  UniqueFd fd;
+  bool authed = false;
+  Clock::time_point since;
+  FrameReader reader;
+};
+
+/** @brief Collects the acks of one invalidation. */
+struct AckWait {
+  std::set<uint64_t> pending;  ///< accepted-connection ids yet to answer
+};
+
+class ControlPlane {
+ public:
+  explicit ControlPlane(const Options &options) : options_(options) {}
+  ~ControlPlane() { Stop(); }
+  ControlPlane(const ControlPlane &) = delete;
+  ControlPlane &operator=(const ControlPlane &) = delete;
+
+  /** @brief Make the UCX worker, listen on `local` (when it has a port) and start the progress thread. */
+  Status Start(const HostPort &local);
+  /** @brief Stop the progress thread, tear every peer down and drop everything Start made; idempotent. */
+  void Stop();
+  bool started() const { return worker_ != nullptr; }
+  const std::string &listen_address() const { return listen_address_; }
+  uint64_t mapping_generation() const { return mapping_generation_.load(std::memory_order_acquire); }
+
+  Status RegisterMem(const MemDesc &mem, MemType type, MemHandle &handle);
+  Status AllocMem(size_t len, MemType type, MemHandle &handle, void *&addr);
+  /** @brief Take a region out of the table once every connected client acknowledged its invalidation. */
+  Status Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &region);
+
+  Status Connect(const std::string &remote, int32_t timeout_ms);
+  Status Disconnect(const std::string &remote, int32_t timeout_ms);
+  /** @brief The peer connected as `remote`, or null. */
+  PeerPtr Find(const std::string &remote);
+  /** @brief Fetch the peer's memory table again (a transfer named an address the cached one lacks). */
+  Status RefreshTable(const PeerPtr &peer, Deadline deadline);
+
+  Status GetNotifies(std::vector<NotifyDesc> &notifies);
+  /** @brief Fill in the counters this plane keeps (regions, endpoints, accepted, table refreshes, notifies received). */
+  void AddStats(ext::Stats &s);
+
+ private:
+  void ProgressLoop();
+  void Wake();
+  void ServeEvent(uint64_t id);
+  void ParkWhileCallersWait(epoll_event *evs, int max_events);
+  void AcceptAll();
+  void ServeAccepted(Accepted &a);
+  bool HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std::string &payload);
+  void CloseAccepted(uint64_t id);
+  void DropStrangers();
+  void ServePeer(const PeerPtr &peer);
+  void HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
+  void MarkDead(const PeerPtr &peer, const std::string &why);
+  void ClosePeerFd(Peer &peer);
+  void RunPendingCloses();
+  void EnableCma(Peer &peer, const HostIdentity &id);
+  void TeardownPeer(const PeerPtr &peer, Deadline deadline);
+  /** @brief Retire a key dropped from a peer's table (its table_mu held exclusively). */
+  void Retire(Peer &peer, std::shared_ptr<RemoteKey> key);
+  std::string EncodeTable();
+  Status DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
+                     const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out);
+  Status ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline);
+  static ucs_status_t OnNotify(void *arg, const void *header, size_t header_length, void *data, size_t length,
+                               const ucp_am_recv_param_t *param);
+
+  const Options &options_;
+  std::shared_ptr<Worker> worker_;
+  std::string listen_address_;
+  UniqueFd listen_fd_;
+  UniqueFd epoll_fd_;
+  UniqueFd wake_fd_;
+  std::thread progress_;
+  std::atomic<bool> running_{false};
+
+  std::mutex mu_;  ///< guards the maps below, next_id_, and writes to accepted sockets
+  std::map<std::string, PeerPtr> peers_;
+  std::map<uint64_t, PeerPtr> peer_by_conn_;
+  std::map<uint64_t, std::unique_ptr<Accepted>> accepted_;
+  std::map<MemHandle, std::unique_ptr<LocalRegion>> regions_;
+  std::map<uint64_t, std::shared_ptr<AckWait>> ack_waits_;
+  std::vector<PeerPtr> pending_close_;  ///< torn down; the progress thread closes their sockets
+  std::condition_variable ack_cv_;
+  uint64_t next_id_ = 16;  ///< ids < 16 are reserved for fixed fds in epoll
+
+  std::mutex notify_mu_;
+  std::deque<NotifyDesc> notifies_;
+
+  /// Bumped whenever a peer region may stop being mapped here (retired key,
+  /// dropped peer): direct pointers cached by callers are stale after a change.
+  std::atomic<uint64_t> mapping_generation_{0};
+  std::atomic<uint64_t> notifies_received_{0}, table_refreshes_{0};
+};
+
+}  // namespace engine
+}  // namespace hixl
+
+#endif  // HIXL_ENGINE_CONTROL_PLANE_H

@@ -1,0 +1,93 @@
+// DataPlane: moving bytes to connected peers (transfers, atomics, flush,
+// notifies' sending).
+//
+// A block whose remote region is mapped into this process is a memcpy (or a
+// CPU atomic); a block of a same-node peer's registered host memory goes into
+// the engine's own vectored cma calls (cma.h: synchronous, so complete before
+// any flush); every other block, or whatever a cma call left undone, is a UCX
+// operation completed by one flush.
+//
+// Owns the TransferAsync requests not yet reported finished (async_, under
+// async_mu_) and the transfer counters. Everything else it reads: the peers
+// and their tables belong to the ControlPlane (it asks it for a peer, and to
+// fetch a table again on a miss), the options to the facade. Only callers'
+// threads run it; they progress the worker themselves while they wait.
+#ifndef HIXL_ENGINE_DATA_PLANE_H
+#define HIXL_ENGINE_DATA_PLANE_H
+
+#include <sys/uio.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "cma.h"
+#include "control_plane.h"
+#include "hixl/hixl_ext.h"
+#include "hixl/hixl_types.h"
+#include "options.h"
+#include "peer.h"
+#include "share.h"
+
+namespace hixl {
+namespace engine {
+
+class DataPlane {
+ public:
+  DataPlane(const Options &options, ControlPlane &control) : options_(options), control_(control) {}
+  DataPlane(const DataPlane &) = delete;
+  DataPlane &operator=(const DataPlane &) = delete;
+
+  Status TransferSync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                      int32_t timeout_ms);
+  Status TransferAsync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                       TransferReq &req);
+  Status GetTransferStatus(const TransferReq &req, TransferStatus &status);
+  Status TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                      MemType local_type);
+  Status Flush(const std::string &remote, int32_t timeout_ms);
+  Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
+                uint64_t *result, int32_t timeout_ms);
+  Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr);
+  Status SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms);
+  Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
+  /** @brief Fill in the counters this plane keeps (bytes, blocks, atomics, notifies sent, vectored calls). */
+  void AddStats(ext::Stats &s) const;
+  /** @brief Free the TransferAsync requests nobody asked about again (at Finalize). */
+  void DropAsyncTransfers();
+
+ private:
+  Status LookupPeer(const std::string &remote, PeerPtr &peer);
+  /** @brief The region of each block (null for an empty one), fetching the table again once on a miss. */
+  Status Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc> &descs,
+                 std::vector<const RemoteRegion *> &where, std::shared_lock<std::shared_mutex> &lock,
+                 Deadline deadline);
+  Status Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs, Deadline deadline,
+              bool &posted, bool local_host = true);
+  Status PostUcx(Peer &peer, ucp_ep_h ep, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
+                 size_t index);
+  Status PostVectored(Peer &peer, ucp_ep_h ep, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                      const std::vector<const RemoteRegion *> &where, const std::vector<size_t> &blocks,
+                      bool &posted);
+  Status FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, const std::vector<TransferOpDesc> &descs,
+                     const std::vector<const RemoteRegion *> &where, const std::vector<CmaPiece> &pieces,
+                     const std::vector<iovec> &local, const CmaShare &s, bool &posted);
+  Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what);
+
+  const Options &options_;
+  ControlPlane &control_;
+
+  std::mutex async_mu_;
+  std::set<void *> async_;  ///< TransferAsync requests not yet reported finished
+
+  std::atomic<uint64_t> bytes_written_{0}, bytes_read_{0}, transfer_ops_{0}, direct_ops_{0}, atomic_ops_{0},
+      notifies_sent_{0}, vectored_ops_{0}, vectored_calls_{0};
+};
+
+}  // namespace engine
+}  // namespace hixl
+
+#endif  // HIXL_ENGINE_DATA_PLANE_H

@@ -1,0 +1,62 @@
+#include "options.h"
+
+#include <cstdlib>
+
+#include "hixl/hixl_ext.h"
+#include "status.h"
+#include "ucx_env.h"
+#include "wire.h"
+
+namespace hixl {
+namespace engine {
+
+namespace {
+
+bool ParseLong(const std::string &s, long &out) {
+  char *end = nullptr;
+  out = std::strtol(s.c_str(), &end, 10);
+  return end != s.c_str() && *end == '\0';
+}
+
+}  // namespace
+
+Status ParseOptions(const std::map<AscendString, AscendString> &options, Options &out) {
+  out = Options();
+  std::string cma = "1";
+  for (const auto &kv : options) {
+    std::string key = kv.first.GetString();
+    std::string val = kv.second.GetString();
+    if (key == ext::OPTION_JOB_TOKEN) {
+      if (val.size() > kMaxTokenLen)
+        return Fail(PARAM_INVALID, "job token longer than " + std::to_string(kMaxTokenLen) + " bytes");
+      out.token = val;
+    } else if (key == ext::OPTION_TIMEOUT_MS) {
+      long v = 0;
+      if (!ParseLong(val, v) || v <= 0 || v > kMaxTimeoutMs)
+        return Fail(PARAM_INVALID, "option TimeoutMs must be a positive number of milliseconds, got '" + val + "'");
+      out.timeout_ms = static_cast<int32_t>(v);
+    } else if (key == ext::OPTION_POLL_US) {
+      long us = 0;
+      if (!ParseLong(val, us)) return Fail(PARAM_INVALID, "option PollUs must be microseconds, got '" + val + "'");
+      out.poll_us = us < 0 ? 0 : (us > kMaxPollUs ? kMaxPollUs : us);
+    } else if (key == ext::OPTION_CMA) {
+      cma = val;
+    } else if (key == ext::OPTION_DIRECT) {
+      if (val != "0" && val != "1") return Fail(PARAM_INVALID, "option Direct must be 0 or 1, got '" + val + "'");
+      out.direct = val == "1";
+    } else if (key == ext::OPTION_CMA_THREADS) {
+      long t = 0;
+      if (!val.empty() && (!ParseLong(val, t) || t < 1))
+        return Fail(PARAM_INVALID, "option CmaThreads must be a number of threads (1 or more), got '" + val + "'");
+      out.cma_threads = static_cast<size_t>(t);
+    }
+  }
+  if (!ParseCmaMode(cma, out.cma)) return Fail(PARAM_INVALID, "option Cma must be 1, 0 or short, got '" + cma + "'");
+  // Mapping a peer's memory bypasses the transports UCX_TLS selects; when the
+  // user narrowed UCX_TLS to network transports, honour that and never map.
+  out.direct = out.direct && UcxTlsEnables({"sm", "shm", "posix", "sysv", "all", "mm"});
+  return SUCCESS;
+}
+
+}  // namespace engine
+}  // namespace hixl

@@ -1,0 +1,64 @@
+#include "peer.h"
+
+#include <algorithm>
+
+#include "cma.h"
+#include "hixl/hixl_ext.h"
+#include "status.h"
+
+namespace hixl {
+namespace engine {
+
+std::shared_ptr<Endpoint> Peer::endpoint() const {
+  std::shared_lock<std::shared_mutex> lock(table_mu);
+  return ep;
+}
+
+const RemoteRegion *Peer::Find(uintptr_t addr, size_t len) const {
+  auto it = std::upper_bound(regions.begin(), regions.end(), addr,
+                             [](uintptr_t a, const RemoteRegion &r) { return a < r.addr; });
+  // Regions may overlap: the nearest one below usually covers, else look further down.
+  while (it != regions.begin()) {
+    --it;
+    if (len <= it->len && addr - it->addr <= it->len - len) return &*it;
+  }
+  return nullptr;
+}
+
+Status Peer::Error(const char *what) const {
+  std::string why;
+  {
+    std::lock_guard<std::mutex> rl(resp_mu);
+    why = death.empty() ? "control connection to " + name + " failed" : death;
+  }
+  return Fail(ext::PEER_FAILURE, std::string(what) + ": " + why);
+}
+
+Status Peer::Gone(const char *what) const {
+  if (dead) return Error(what);
+  return Fail(NOT_CONNECTED, std::string(what) + ": disconnected from " + name);
+}
+
+bool Peer::SetDead(const std::string &why) {
+  std::lock_guard<std::mutex> rl(resp_mu);
+  if (dead) return false;
+  death = why;
+  dead = true;
+  resp_cv.notify_all();
+  return true;
+}
+
+// A successful pidfd poll vouches for the pid for a millisecond: the kernel
+// hands an exited process's pid to another one only after cycling through
+// the whole pid space, which takes far longer.
+bool Peer::PidStillPeer() {
+  if (dead) return false;
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  if (now < pid_vouched_until.load(std::memory_order_relaxed)) return true;
+  if (!PidAlive(pidfd.get())) return false;
+  pid_vouched_until.store(now + 1000000, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace engine
+}  // namespace hixl

@@ -1,0 +1,110 @@
+// Peer: one outgoing connection of the engine, shared by the control plane
+// (which makes it, serves its control socket and tears it down) and the data
+// plane (which moves bytes through it).
+#ifndef HIXL_ENGINE_PEER_H
+#define HIXL_ENGINE_PEER_H
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "hixl/hixl_types.h"
+#include "ucx_raii.h"
+#include "unique_fd.h"
+#include "wire.h"
+
+namespace hixl {
+namespace engine {
+
+/** @brief A peer's region as this engine knows it. */
+struct RemoteRegion {
+  uintptr_t addr;
+  size_t len;
+  uint32_t type;
+  std::shared_ptr<RemoteKey> rkey;  ///< keeps the peer's endpoint alive
+  char *mapped;  ///< direct pointer to addr when the region is mapped here, else null
+  std::string packed;  ///< the packed rkey, to reuse this entry when a refresh repeats it
+};
+
+/**
+ * @brief An outgoing connection: control socket, UCX endpoint, the peer's memory table.
+ *
+ * Made by ControlPlane::Connect and shared (PeerPtr) by the control plane's
+ * maps and by every call in flight on it. Who touches what:
+ * - `fd`, `reader`: the progress thread reads; callers write under
+ *   `send_mu`; the progress thread closes it (or the teardown, at Finalize).
+ * - `ep`, `regions`, `retired`, `retire_seq`: under `table_mu` (shared:
+ *   transfers; exclusive: a table refresh, an invalidation, the teardown).
+ *   `ep` is null once the peer is torn down, and `regions` is then empty.
+ * - `responses`, `death`: under `resp_mu`; `dead` and `closing` are set
+ *   under it too (`death` first), so that a caller waiting for an answer wakes.
+ * - the atomics: any thread.
+ */
+struct Peer {
+  std::string name;
+  uint64_t conn_id = 0;
+  UniqueFd fd;  ///< the control socket
+  FrameReader reader;
+  std::atomic<bool> dead{false};
+  std::atomic<bool> closing{false};  ///< torn down: its control socket no longer tells of a death
+  std::string death;  ///< why it died
+
+  /// Same-node peer in this pid namespace: its pid, and a pidfd proving that
+  /// process is alive; the vectored cma path is on while cma is true.
+  uint64_t pid = 0;
+  UniqueFd pidfd;
+  std::atomic<bool> cma{false};
+  std::atomic<int64_t> pid_vouched_until{0};  ///< steady-clock ns: a pidfd poll vouched for pid till then
+  /// A UCX operation was posted to ep since the last flush began (see DataPlane::WaitFlush).
+  std::atomic<bool> ucx_unflushed{true};
+
+  mutable std::shared_mutex table_mu;
+  std::shared_ptr<Endpoint> ep;
+  std::vector<RemoteRegion> regions;  ///< sorted by addr
+  /// rkeys of withdrawn regions with the retire sequence number; a flush
+  /// started after a key was retired proves no operation still uses it
+  std::vector<std::pair<uint64_t, std::shared_ptr<RemoteKey>>> retired;
+  uint64_t retire_seq = 0;
+
+  std::mutex send_mu;  ///< serialises writers of fd
+  mutable std::mutex resp_mu;
+  std::condition_variable resp_cv;
+  std::map<uint64_t, std::string> responses;
+
+  std::atomic<uint64_t> bytes_written{0}, bytes_read{0}, ops{0};
+
+  /** @brief The endpoint (null once torn down), for a call that does not hold table_mu. */
+  std::shared_ptr<Endpoint> endpoint() const;
+
+  /** @brief The region covering [addr, addr + len), or null (table_mu held). */
+  const RemoteRegion *Find(uintptr_t addr, size_t len) const;
+
+  /** @brief For waits on this peer: UCS_ERR_CONNECTION_RESET once it is dead. */
+  ucs_status_t Abort() const { return dead ? UCS_ERR_CONNECTION_RESET : UCS_OK; }
+
+  /** @brief PEER_FAILURE, "what: why it died". */
+  Status Error(const char *what) const;
+
+  /** @brief Error() when dead, else NOT_CONNECTED: a call that found the peer torn down. */
+  Status Gone(const char *what) const;
+
+  /** @brief Record its death (first call only: false after that) and wake callers waiting for answers. */
+  bool SetDead(const std::string &why);
+
+  /** @brief True while `pid` still names the peer's process (checked before every vectored call). */
+  bool PidStillPeer();
+};
+
+using PeerPtr = std::shared_ptr<Peer>;
+
+}  // namespace engine
+}  // namespace hixl
+
+#endif  // HIXL_ENGINE_PEER_H

@@ -7,6 +7,7 @@ engine call with the GIL released, and turns a non-SUCCESS status into the
 matching :mod:`hixl_rma.errors` exception.
 """
 
+cimport cython
 from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
                              PyObject_GetBuffer)
 from libc.stdint cimport int32_t, uint16_t, uint32_t, uint64_t, uintptr_t

@@ -29,6 +29,20 @@ cdef extern from "Python.h":
     int _get_buffer "PyObject_GetBuffer"(object, Py_buffer *, int) noexcept
 
 
+@cython.freelist(64)
+cdef class _Export:
+    """A buffer export held until the flush that completes the operation
+    reading or writing it: while it is held, the exporter cannot move its
+    memory (a bytearray or array.array refuses to resize), as the slow
+    path's buffers also hold theirs."""
+    cdef Py_buffer view
+    cdef bint held
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+
+
 cdef class FastWin:
     """C-level state of one window's targets and epochs (see core.py).
 
@@ -232,6 +246,7 @@ cdef class FastWin:
         cdef char *direct
         cdef vector[TransferOpDesc] v
         cdef Status st
+        cdef _Export export = None
         if type(target_rank) is int and target_rank == _PROC_NULL and self.n:
             return 1  # MPI.PROC_NULL: nothing moves, the origin is not looked at
         if self.eng._h == NULL or not self._target_ok(target_rank, &r, write):
@@ -264,10 +279,14 @@ cdef class FastWin:
             if st != 0:
                 self._raise(st, "Put" if write else "Get", r, f" ({view.len} bytes at target offset {off})")
             self.dirty[r] = 1
-            (<list>self.pending[r]).append(origin)
+            export = _Export.__new__(_Export)
+            export.view = view  # the export moves into it: released at completion, not here
+            export.held = True
+            (<list>self.pending[r]).append(export)
             return 1
         finally:
-            PyBuffer_Release(&view)
+            if export is None:
+                PyBuffer_Release(&view)
 
     cpdef bint atomic(self, object origin, object compare, object result, object target_rank,
                       object target_disp, int code) except *:

@@ -192,10 +192,18 @@ class Accumulates:
         """The target's accumulate lock (a control-block word), with back-off."""
         w = self.w
         me = w.rt.rank + 1
-        _rt.poll(lambda: w.ctrl_atomic(t, w.engine.atomic_cas, 0, me, offset=CTRL.ACC) == 0,
+        _rt.poll(lambda: w.ctrl_atomic(t, w.engine.atomic_cas, 0, me, offset=CTRL.ACC) in (0, me),
                  w.rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
                      f"accumulate lock of rank {t.rank} of window {w.label()} not acquired within "
-                     f"{w.rt.timeout_ms} ms"))
+                     f"{w.rt.timeout_ms} ms"), check=lambda: self._break_dead(t))
+
+    def _break_dead(self, t):
+        """Free t's accumulate lock when its owner is known dead (what that
+        owner was writing is undefined, as after any failure)."""
+        w = self.w
+        owner = w.ctrl_atomic(t, w.engine.atomic_fetch_add, 0, offset=CTRL.ACC)
+        if owner and w.rt.is_dead(owner - 1) and not w.rt.is_dead(t.world):
+            w.ctrl_atomic(t, w.engine.atomic_cas, owner, 0, offset=CTRL.ACC)
 
     def _unlock(self, t):
         self.w.ctrl_atomic(t, self.w.engine.atomic_swap, 0, offset=CTRL.ACC)

@@ -4,7 +4,7 @@ Engine-allocated, so same-node peers map it and its atomics need no target
 CPU. Offsets in bytes; every rank's block has the same layout.
 """
 
-LOCK = 0          # reader-writer lock word: epochs.LOCK_EXCL bit | shared count
+LOCK = 0          # reader-writer lock word: epochs.LOCK_EXCL bit | owner << 32 | shared count
 ACC = 8           # accumulate lock (0 free, else owner world rank + 1)
 DYN_SEQ = 64         # seqlock over the dynamic-window region table (dynamic.py)
 DYN_COUNT = 72       # regions in the table
@@ -17,10 +17,16 @@ def consumed_offset(rank):
     return SIZE + 8 * rank
 
 
+def reader_offset(comm_size, rank):
+    """1 while ``rank`` holds a shared lock on the owner (so that a rank
+    known dead can have its hold broken), else 0."""
+    return SIZE + 8 * comm_size + 8 * rank
+
+
 def fence_offset(comm_size):
     """The owner's fence counter, on a cache line of its own after the
     per-rank words (the other ranks poll it; nothing else may share it)."""
-    return (SIZE + 8 * comm_size + 63) // 64 * 64
+    return (SIZE + 16 * comm_size + 63) // 64 * 64
 
 
 def nbytes(comm_size):

@@ -2,8 +2,10 @@
 passive target), checked by every sync call and every RMA call.
 
 Passive target uses a reader-writer lock word in each rank's control block,
-driven by remote atomics (the foMPI design): exclusive = CAS 0 -> LOCK_EXCL,
-shared = fetch-add 1 and back off while LOCK_EXCL is set. PSCW and fence
+driven by remote atomics (the foMPI design): exclusive = CAS 0 -> LOCK_EXCL
+and the owner, shared = fetch-add 1 and back off while LOCK_EXCL is set, plus
+a reader slot per origin. Owner and slots let the survivors break the holds
+of a rank known dead. PSCW and fence
 completion are engine notifies and a barrier.
 """
 
@@ -15,6 +17,7 @@ from . import runtime as _rt
 from .errors import EpochError, HixlError, HixlTimeoutError, ParamError
 
 LOCK_EXCL = 1 << 62
+_OWNER_SHIFT, _OWNER_MASK = 32, (1 << 30) - 1  # an exclusive holder's window rank + 1, beside the count
 _MASK = (1 << 64) - 1
 # What Fence's C path accepts: every assertion but MODE_NOSUCCEED (which
 # closes the run of fence epochs, a change of state the Python layer makes).
@@ -202,13 +205,21 @@ class Sync:
     # ---------------------------------------------------- passive target
 
     def _acquire(self, t, lock_type):
+        """Take t's lock word. Exclusive: CAS 0 -> LOCK_EXCL | owner (this
+        window rank + 1; a CAS that timed out but landed is found ours on the
+        next try). Shared: fetch-add 1, backed out while a writer holds it,
+        then this rank's reader slot at t set, so that the hold can be broken
+        if this rank dies. Holds of ranks known dead are broken while waiting."""
         w = self.w
         eng = w.engine
+        mine = LOCK_EXCL | (w.comm.rank + 1) << _OWNER_SHIFT
+        slot = CTRL.reader_offset(w.comm.size, w.comm.rank)
 
         def try_once():
             if lock_type == C.LOCK_EXCLUSIVE:
-                return w.ctrl_atomic(t, eng.atomic_cas, 0, LOCK_EXCL) == 0
+                return w.ctrl_atomic(t, eng.atomic_cas, 0, mine) in (0, mine)
             if not w.ctrl_atomic(t, eng.atomic_fetch_add, 1) & LOCK_EXCL:
+                w.ctrl_atomic(t, eng.atomic_swap, 1, offset=slot)
                 return True
             w.ctrl_atomic(t, eng.atomic_fetch_add, _MASK)  # -1: back out, a writer holds it
             return False
@@ -217,12 +228,46 @@ class Sync:
         # Backing off leaves the core to the holder, which may need ours.
         _rt.poll(try_once, w.rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
             f"Lock: could not take the {kind} lock of rank {t.rank} of window {w.label()} "
-            f"within {w.rt.timeout_ms} ms"))
+            f"within {w.rt.timeout_ms} ms"), check=lambda: self._break_dead(t))
+
+    def _break_dead(self, t):
+        """Release at t what ranks known dead hold of its lock word: an
+        exclusive lock (its owner field), shared holds (their reader slots)."""
+        w = self.w
+        dead = [r for r, other in enumerate(w.targets) if r != w.comm.rank and w.rt.is_dead(other.world)]
+        if not dead or w.rt.is_dead(t.world):
+            return
+        eng = w.engine
+        word = w.ctrl_atomic(t, eng.atomic_fetch_add, 0)
+        owner = (word >> _OWNER_SHIFT) & _OWNER_MASK
+        if word & LOCK_EXCL and owner - 1 in dead:
+            w.ctrl_atomic(t, eng.atomic_cas, word, (word - (LOCK_EXCL | owner << _OWNER_SHIFT)) & _MASK)
+        for r in dead:
+            if w.ctrl_atomic(t, eng.atomic_cas, 1, 0, offset=CTRL.reader_offset(w.comm.size, r)) == 1:
+                w.ctrl_atomic(t, eng.atomic_fetch_add, _MASK)  # its shared hold: -1
 
     def _release(self, t, lock_type):
         w = self.w
-        delta = (-LOCK_EXCL if lock_type == C.LOCK_EXCLUSIVE else -1) & _MASK
-        w.ctrl_atomic(t, w.engine.atomic_fetch_add, delta)
+        eng = w.engine
+        if lock_type == C.LOCK_EXCLUSIVE:
+            mine = LOCK_EXCL | (w.comm.rank + 1) << _OWNER_SHIFT
+            w.ctrl_atomic(t, eng.atomic_fetch_add, -mine & _MASK)
+            return
+        # Only the one who clears the slot takes the count back (this rank,
+        # or a survivor breaking the hold of a rank it believes dead).
+        if w.ctrl_atomic(t, eng.atomic_cas, 1, 0, offset=CTRL.reader_offset(w.comm.size, w.comm.rank)) == 1:
+            w.ctrl_atomic(t, eng.atomic_fetch_add, _MASK)
+
+    def _release_all(self, targets, lock_type):
+        """Release at every target, whatever fails at some; the first
+        failure as (target, error), or None."""
+        first = None
+        for t in targets:
+            try:
+                self._release(t, lock_type)
+            except HixlError as exc:
+                first = first or (t, exc)
+        return first
 
     def lock(self, rank, lock_type, assertion):
         """Open a passive-target epoch to ``rank`` (shared or exclusive lock)."""
@@ -264,8 +309,12 @@ class Sync:
         if not w.fast.is_locked(rank):
             raise EpochError(f"Unlock: rank {rank} of window {w.label()} is not locked by this rank")
         t = w.targets[rank]
-        w.flush_target(t)
-        lock_type, acquired = w.fast.pop_lock(rank)
+        try:
+            w.flush_target(t)
+        finally:
+            # The epoch ends here even when the flush failed (a dead target):
+            # Free and new epochs are possible, as after any Unlock.
+            lock_type, acquired = w.fast.pop_lock(rank)
         if acquired:
             self._release(t, lock_type)
 
@@ -285,8 +334,7 @@ class Sync:
                     self._acquire(t, C.LOCK_SHARED)
                     taken.append(t)
         except BaseException:
-            for t in taken:
-                self._release(t, C.LOCK_SHARED)
+            self._release_all(taken, C.LOCK_SHARED)
             raise
         w.fast.fence_open = False
         w.fast.set_lock_all((True, acquired))
@@ -297,12 +345,24 @@ class Sync:
         w.check_live("Unlock_all")
         if not w.fast.lock_all:
             raise EpochError(f"Unlock_all on window {w.label()} without Lock_all")
-        w.complete_all()
         _, acquired = w.fast.lock_all
+        # Every target is completed and released that can be, whatever fails
+        # at others (a dead rank); the epoch ends here either way, and the
+        # first failure is raised after.
+        first, done = None, []
+        for t in w.targets:
+            try:
+                w.flush_target(t)
+                done.append(t)
+            except HixlError as exc:
+                first = first or (t, exc)
         w.fast.set_lock_all(False)
         if acquired:
-            for t in w.targets:
-                self._release(t, C.LOCK_SHARED)
+            first = self._release_all(done, C.LOCK_SHARED) or first
+        if first is not None:
+            t, exc = first
+            raise exc.again(f"Unlock_all on window {w.label()}: rank {t.rank} (world rank {t.world}): {exc} "
+                            f"(the epoch is closed; the other ranks' locks were released)")
 
     def flush(self, rank):
         """Flush beyond the hot path (WinBase.Flush): every check, every case."""

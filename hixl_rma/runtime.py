@@ -64,7 +64,7 @@ class _Runtime:
         self.addresses = [c[0] for c in self.candidates]      # the one connected to (first until then)
         _engine.set_default_timeout(self.timeout_ms)
         self.connected = set()
-        self.unreachable = {}  # world rank -> why its engine refused a connection
+        self.unreachable = {}  # world rank -> why it is known dead (refused a connection, lost its)
         self.notify_queues = collections.defaultdict(collections.deque)
         self.next_window_id = 0
         self.windows = set()  # live windows' cores (core.WindowCore; teardown removes them)
@@ -127,9 +127,26 @@ class _Runtime:
             try:
                 self.engine.flush(self.addresses[w], 100)
             except PeerFailure as exc:
+                self.unreachable[w] = str(exc)
                 raise PeerFailure(f"{what}: world rank {w} failed ({exc})", exc.status) from None
             except HixlError:
                 continue  # busy or slow is not dead: the caller's timeout decides
+
+    def is_dead(self, world_rank):
+        """``world_rank`` is known dead: its engine refused a connection, or
+        (connected) its connection is lost, which an empty flush tells."""
+        if world_rank in self.unreachable:
+            return True
+        if world_rank == self.rank or world_rank not in self.connected:
+            return False
+        try:
+            self.engine.flush(self.addresses[world_rank], 100)
+        except PeerFailure as exc:
+            self.unreachable[world_rank] = str(exc)
+            return True
+        except HixlError:
+            pass  # busy or slow is not dead
+        return False
 
     def finalize(self):
         self.engine.finalize()

@@ -151,3 +151,4 @@ def test_creation_arguments_as_mpi4py_takes_them():
         got = win.info
         assert got.Get("accumulate_ordering") == "none"
         got.Free()
+

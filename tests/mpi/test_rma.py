@@ -119,6 +119,33 @@ def test_put_get_self_and_proc_null(comm, rank):
     np.testing.assert_array_equal(out, pattern(4, rank))
 
 
+@pytest.mark.core
+def test_posted_put_holds_the_origin_export_until_the_flush(comm, rank, left, right):
+    """A Put the engine completes at the flush keeps its origin's buffer
+    export until then, on the hot path as on the slow one: a bytearray
+    cannot resize (BufferError) and so cannot leave the engine reading freed
+    memory; after the Flush it can, and the target has the Put's bytes."""
+    mem = np.zeros(1 << 16, np.uint8)
+    win = Win.Create(mem, comm=comm)  # user memory: not mapped, every Put is posted
+    origin = bytearray(b"\x07" * (1 << 16))
+    win.Lock(right)
+    win.Put(bytes(1), right)  # the first Put to a target readies the hot path
+    win.Flush(right)
+    win.Put(origin, right)    # the hot path's
+    try:
+        origin.extend(b"\x01" * (1 << 20))
+        resized_before_flush = True
+    except BufferError:
+        resized_before_flush = False
+    win.Flush(right)
+    origin.extend(b"\x01" * (1 << 20))  # completed: the export is gone
+    win.Unlock(right)
+    barrier(comm)
+    win.Free()
+    assert not resized_before_flush
+    assert (mem == 7).all()
+
+
 # ------------------------------------------------------- non-contiguous origins
 
 VIEWS = {

@@ -227,6 +227,40 @@ def test_exclusive_lock_waits_for_shared(comm, rank, size):
 
 
 @pytest.mark.core
+def test_lock_words_name_their_holders(comm, rank, left, right):
+    """The lock word carries an exclusive holder's window rank and each
+    shared holder has its reader slot, so a survivor can break what a dead
+    rank held; and an exclusive CAS that landed but whose reply was lost is
+    this rank's own on the next try (here: the word already names the left
+    neighbour, which then takes the lock at once instead of waiting)."""
+    from hixl_rma import ctrl as CTRL, epochs
+    buf = np.zeros(4, np.int64)
+    win = Win.Create(buf, disp_unit=8, comm=comm)
+    words = win._w.ctrl64
+    lock, slot = CTRL.LOCK // 8, CTRL.reader_offset(comm.size, left) // 8
+    barrier(comm)
+    win.Lock(right, hixl_rma.LOCK_SHARED)
+    barrier(comm)
+    shared_seen = (int(words[lock]), int(words[slot]))  # the left neighbour's shared hold
+    barrier(comm)  # every rank has looked before any lets go
+    win.Unlock(right)
+    barrier(comm)
+    released = (int(words[lock]), int(words[slot]))
+    words[lock] = epochs.LOCK_EXCL | (left + 1) << 32  # as if left's CAS had landed unanswered
+    barrier(comm)
+    t0 = time.monotonic()
+    win.Lock(right, hixl_rma.LOCK_EXCLUSIVE)
+    took = time.monotonic() - t0
+    win.Put(np.array([rank], np.int64), right, 1)
+    win.Unlock(right)
+    barrier(comm)
+    after = int(words[lock])
+    win.Free()
+    assert shared_seen == (1, 1) and released == (0, 0), (rank, shared_seen, released)
+    assert took < 1.0 and after == 0 and buf[1] == left
+
+
+@pytest.mark.core
 def test_lock_all_unlock_all(comm, rank, left, right):
     buf = np.zeros(4, np.float64)
     win = Win.Create(buf, disp_unit=8, comm=comm)

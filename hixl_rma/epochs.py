@@ -122,6 +122,7 @@ class Sync:
         known dead, or past the timeout."""
         w = self.w
         what = f"Fence on window {w.label()}"
+        _rt.interruption()
         w.rt.check_peers([w.targets[r].world for r in missing], what)
         if timed_out:
             raise HixlTimeoutError(f"{what}: the barrier did not complete within {w.rt.timeout_ms} ms; "

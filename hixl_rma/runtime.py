@@ -201,10 +201,30 @@ def poll(ready, timeout_s, timed_out, check=None):
             now = time.monotonic()
             if now > deadline:
                 raise timed_out()
-            if check is not None and now > next_check:
+            if now > next_check:
                 next_check = now + 0.1
-                check()
+                interruption()
+                if check is not None:
+                    check()
         sleep_backoff(idle)
+
+
+_interrupt = None  # set_interrupt's hook
+
+
+def set_interrupt(hook):
+    """``hook()`` is called about every 0.1 s by every blocking wait of the
+    Python layer (and Fence's C wait) and may raise to end it: the pytest
+    plugin's way to stop a rank waiting for one that failed its test. None
+    removes it."""
+    global _interrupt
+    _interrupt = hook
+
+
+def interruption():
+    """Call the interrupt hook, if any (it raises to end the wait)."""
+    if _interrupt is not None:
+        _interrupt()
 
 
 def wait_request(req, timeout_ms, message, check=None):

@@ -8,12 +8,12 @@ import subprocess
 import pytest
 
 
-def run(cmd, env=None, timeout=60):
+def run(cmd, env=None, timeout=60, cwd=None):
     """Run a command in its own session; (exit status, stdout+stderr). On
     timeout the whole process group is killed and the test fails with the
     output so far: a hung job fails its test, it never stalls the run."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True,
-                         start_new_session=True)
+                         start_new_session=True, cwd=cwd)
     try:
         out, _ = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -3,9 +3,12 @@
 Run: ``mpiexec -n 2 python -m pytest --with-mpi -q tests/mpi`` (any size >= 2);
 ``-m core`` selects the subset that is also run with ``UCX_TLS=tcp``.
 
-Every test is collective: all ranks run it in step. A test makes its checks
-after its last collective call where it can, so that a failing rank does not
-leave the others waiting in a barrier (and every wait has a timeout anyway).
+Every test is collective: all ranks run it in step. hixl_rma's pytest
+plugin (hixl_rma_pytest.py) keeps them so: it gives every rank the same
+verdict, ends the other ranks' blocking calls when one fails, frees what a
+failed test left, and provides ``comm``, ``ring``, ``window``,
+``expect_unchanged`` and ``check``; the fixtures here add what these tests
+name often.
 """
 import pytest
 from mpi4py import MPI
@@ -26,11 +29,6 @@ def _hixl_init():
 
 
 @pytest.fixture
-def comm():
-    return MPI.COMM_WORLD
-
-
-@pytest.fixture
 def rank(comm):
     return comm.Get_rank()
 
@@ -41,15 +39,15 @@ def size(comm):
 
 
 @pytest.fixture
-def right(rank, size):
+def right(ring):
     """The ring neighbour this rank writes to."""
-    return (rank + 1) % size
+    return ring.right
 
 
 @pytest.fixture
-def left(rank, size):
+def left(ring):
     """The ring neighbour that writes to this rank."""
-    return (rank - 1) % size
+    return ring.left
 
 
 @pytest.fixture

@@ -129,7 +129,7 @@ def test_user_suite_under_the_plugin(user_tests, n):
     assert "HixlTimeoutError" in failed["test_f_deadline"], out
     # Nothing else failed (the test after each failure passed), and no rank waited for a timeout
     # but the deadline test's 1 s.
-    assert out.count(f"5 failed, 2 passed") == n, out
+    assert out.count("5 failed, 2 passed") == n, out
     assert elapsed < 60, out
     # The rank that was left in Fence was told why, at once.
     assert re.search(r"RankFailed: rank 1 failed test_b_fails_before_fence: BoundsError", out), out

@@ -58,6 +58,8 @@ Status DataPlane::Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc>
       }
     }
     if (miss == descs.size()) return SUCCESS;
+    // Torn down (its table emptied) while the table was fetched: that is the answer, not the miss.
+    if (!peer->ep) return peer->Gone("transfer");
     if (attempt == 1)
       return Fail(PARAM_INVALID, "block " + std::to_string(miss) + ": " +
                                      Range(descs[miss].remote_addr, descs[miss].len) + " is not registered at " +

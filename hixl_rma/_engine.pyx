@@ -280,6 +280,11 @@ cdef class MemHandle:
         else:
             with nogil:
                 st = self.engine._h.DeregisterMem(self._h)
+        if st == TIMEOUT:
+            # A peer has not acknowledged: the engine keeps the region mapped
+            # (out of every table), so its buffer stays too; deregistering
+            # again waits for the rest.
+            return st
         self._h = NULL
         if self._exports == 0:
             self._drop_memory()
@@ -537,8 +542,12 @@ cdef class Engine:
             raise ParamError("memory handle belongs to another engine")
         if handle._h == NULL:
             raise ParamError(f"memory handle at addr={handle.addr} is already deregistered")
-        self._handles.pop(<uintptr_t>handle._h, None)
-        _check(handle._deregister(), "DeregisterMem")
+        key = <uintptr_t>handle._h
+        self._handles.pop(key, None)
+        st = handle._deregister()
+        if handle._h != NULL:
+            self._handles[key] = handle  # still registered: finalize releases it
+        _check(st, "DeregisterMem")
 
     def connect(self, remote, timeout_ms=None):
         """Handshake with a listening engine (job token checked)."""

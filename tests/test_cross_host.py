@@ -46,7 +46,8 @@ def test_core_suite_across_hosts(hosts, n, per_host):
     out = _check(hosts.mpiexec([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi",
                                 "-m", "core", str(ROOT / "tests" / "mpi")], n, per_host, timeout=600,
                                env=_env(), cwd=ROOT), f"core suite at -n {n} ({per_host})")
-    summaries = re.findall(r"^(\d+) passed(.*) in [\d.]+s", out, re.M)
+    # The ranks share one stdout: one rank's summary may follow another's on the same line.
+    summaries = re.findall(r"(\d+) passed([^\n]*?) in [\d.]+s", out)
     assert len(summaries) == n and all("failed" not in rest and "error" not in rest for _, rest in summaries), out
 
 

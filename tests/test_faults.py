@@ -413,3 +413,250 @@ def test_engine_peer_killed_mid_transfer(tmp_path, mode, tls):
     assert float(m.group(2)) <= TIMEOUT_MS / 1000 + SLACK_S, out
     assert "FINALIZED" in out, out
     assert elapsed <= TIMEOUT_MS / 1000 + SLACK_S + 2, out
+
+
+# ------------------------------------------- lifecycle under stalls and strangers
+
+LIFECYCLE_SCRIPT = textwrap.dedent(r'''
+    import json, os, resource, sys, time
+    import numpy as np
+    import hixl_rma
+
+    role, path = sys.argv[1], sys.argv[2]
+    TOKEN = "lifecycle-fault-token-0123456789"
+
+    def publish(info):
+        with open(path + ".tmp", "w") as f:
+            json.dump(info, f)
+        os.replace(path + ".tmp", path)
+
+    def wait_file(p, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(p):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{p} never appeared")
+            time.sleep(0.01)
+
+    if role == "target":  # deregisters while its client is stopped, then again once it runs
+        e = hixl_rma.Engine(options={"JobToken": TOKEN, "TimeoutMs": "2000"})
+        buf = np.zeros(1 << 20, np.uint8)
+        h = e.register_mem(buf)
+        publish({"addr": e.address, "base": h.addr})
+        for step in ("go", "resumed"):
+            wait_file(path + "." + step)
+            t0 = time.monotonic()
+            try:
+                e.deregister_mem(h)
+                outcome = "OK"
+            except hixl_rma.HixlError as exc:
+                outcome = type(exc).__name__
+            print("RESULT", step, outcome, f"{time.monotonic() - t0:.3f}", e.stats()["regions"], flush=True)
+        e.finalize()
+    elif role == "client":
+        wait_file(path)
+        info = json.load(open(path))
+        e = hixl_rma.Engine(options={"JobToken": TOKEN})
+        src = np.ones(4096, np.uint8)
+        e.register_mem(src)
+        e.connect(info["addr"])
+        e.transfer_sync(info["addr"], hixl_rma.WRITE, [(src.ctypes.data, info["base"], 4096)])
+        print("READY", flush=True)
+        while True:
+            time.sleep(1)
+    elif role == "server":  # serves with ulimit -n 1024; "fill": its descriptors all but used up
+        fill = sys.argv[3] == "fill"
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        e = hixl_rma.Engine(options={"JobToken": TOKEN})
+        buf = np.zeros(1 << 20, np.uint8)
+        h = e.register_mem(buf)
+        publish({"addr": e.address, "base": h.addr, "pid": os.getpid()})
+        wait_file(path + ".connected")
+        fillers = []
+        if fill:
+            try:
+                while True:
+                    fillers.append(os.open("/dev/null", os.O_RDONLY))
+            except OSError:
+                for fd in fillers[-2:]:
+                    os.close(fd)
+                del fillers[-2:]
+        print("FILLED", len(fillers), flush=True)
+        wait_file(path + ".done", 120)
+    else:
+        raise SystemExit(role)
+''')
+
+
+def _cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.parametrize("tls", [None, "tcp"])
+def test_stalled_peer_during_deregistration(tmp_path, tls):
+    """Issue 14.2: a SIGSTOPped client cannot acknowledge; the target's
+    DeregisterMem fails with a timeout (not SUCCESS) and keeps the region
+    mapped; once the client runs again, deregistering again completes."""
+    script = tmp_path / "lifecycle.py"
+    script.write_text(LIFECYCLE_SCRIPT)
+    info = str(tmp_path / "info.json")
+    env = _env(**({"UCX_TLS": tls} if tls else {}))
+    target = subprocess.Popen([sys.executable, str(script), "target", info], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    client = subprocess.Popen([sys.executable, str(script), "client", info], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    try:
+        line = client.stdout.readline()
+        assert line.startswith("READY"), line + client.stdout.read()
+        client.send_signal(signal.SIGSTOP)
+        open(info + ".go", "w").close()
+        first = target.stdout.readline().split()
+        assert first[:3] == ["RESULT", "go", "HixlTimeoutError"], first
+        assert 1.5 <= float(first[3]) <= 2.0 + SLACK_S and first[4] == "1", first  # still mapped
+        client.send_signal(signal.SIGCONT)
+        open(info + ".resumed", "w").close()
+        second = target.stdout.readline().split()
+        assert second[:3] == ["RESULT", "resumed", "OK"] and float(second[3]) < 1.0 and second[4] == "0", second
+        out, _ = target.communicate(timeout=RUN_TIMEOUT_S)
+        assert target.returncode == 0, out
+        assert "UCX  ERROR" not in out, out
+    finally:
+        for p in (target, client):
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+                p.wait()
+
+
+@pytest.mark.parametrize("fill", ["ulimit", "fill"])
+@pytest.mark.parametrize("tls", [None, "tcp"])
+def test_strangers_against_a_rank_at_its_descriptor_limit(tmp_path, tls, fill):
+    """Issue 14.12: 1,100 silent stranger sockets against a rank whose ulimit -n
+    is 1024 (or whose descriptors are all but used up): no core spins, the
+    connected peer keeps being served, and (with descriptors left) a new peer
+    still gets in within its timeout."""
+    import numpy as np
+    import socket
+    import hixl_rma
+
+    script = tmp_path / "lifecycle.py"
+    script.write_text(LIFECYCLE_SCRIPT)
+    info = str(tmp_path / "info.json")
+    env = _env(**({"UCX_TLS": tls} if tls else {}))
+    server = subprocess.Popen([sys.executable, str(script), "server", info, fill], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    strangers = []
+    peer = fresh = None
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.exists(info) and time.monotonic() < deadline and server.poll() is None:
+            time.sleep(0.01)
+        assert os.path.exists(info), server.stdout.read() if server.poll() is not None else "no info"
+        import json
+        srv = json.load(open(info))
+        addr, base = srv["addr"], srv["base"]
+        token = "lifecycle-fault-token-0123456789"
+        peer = hixl_rma.Engine(options={"JobToken": token})
+        local = np.arange(4096, dtype=np.uint8)
+        peer.register_mem(local)
+        peer.connect(addr)
+        open(info + ".connected", "w").close()
+        line = server.stdout.readline()
+        assert line.startswith("FILLED"), line
+        host, port = addr.rsplit(":", 1)
+        for _ in range(1100):
+            s = socket.socket()
+            s.setblocking(False)
+            try:
+                s.connect((host, int(port)))
+            except BlockingIOError:
+                pass
+            strangers.append(s)
+        cpu0, t0 = _cpu_seconds(server.pid), time.monotonic()
+        time.sleep(2.0)
+        cpu = _cpu_seconds(server.pid) - cpu0
+        assert cpu < 0.5 * (time.monotonic() - t0), f"the rank spun: {cpu:.2f} s of CPU in 2 s"
+        # the connected peer is served throughout
+        for i in range(20):
+            local[:8] = i
+            peer.transfer_sync(addr, hixl_rma.WRITE, [(local.ctypes.data, base, 4096)])
+            got = np.zeros(4096, np.uint8)
+            peer.register_mem(got)
+            peer.transfer_sync(addr, hixl_rma.READ, [(got.ctypes.data, base, 4096)])
+            assert np.array_equal(got, local)
+        if fill == "ulimit":
+            fresh = hixl_rma.Engine(options={"JobToken": token})
+            t_connect = time.monotonic()
+            fresh.connect(addr, timeout_ms=10000)
+            assert time.monotonic() - t_connect < 10
+            buf = np.zeros(16, np.uint8)
+            fresh.register_mem(buf)
+            fresh.transfer_sync(addr, hixl_rma.READ, [(buf.ctypes.data, base, 16)])
+    finally:
+        for s in strangers:
+            s.close()
+        for e in (peer, fresh):
+            if e is not None:
+                e.finalize()
+        open(info + ".done", "w").close()
+        try:
+            server.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+
+
+STARVE_SCRIPT = textwrap.dedent(r'''
+    import threading, time
+    import numpy as np
+    import hixl_rma
+
+    TOKEN = "starvation-token-0123456789abcdef"
+    b = hixl_rma.Engine(options={"JobToken": TOKEN})
+    a = hixl_rma.Engine(options={"JobToken": TOKEN})
+    mem = np.zeros(4096, np.uint64)
+    h = b.register_mem(mem)
+    other = np.zeros(4096, np.uint8)
+    h2 = b.register_mem(other)
+    a.connect(b.address)
+    stop = threading.Event()
+    count = [0]
+
+    def flood():
+        while not stop.is_set():
+            for _ in range(64):
+                a.atomic_post(b.address, h.addr, "ADD", 1)
+            a.flush(b.address)
+            count[0] += 64
+
+    t = threading.Thread(target=flood)
+    t.start()
+    time.sleep(0.5)
+    c = hixl_rma.Engine(options={"JobToken": TOKEN})
+    t0 = time.monotonic()
+    c.connect(b.address, timeout_ms=8000)
+    connect_s = time.monotonic() - t0
+    t0 = time.monotonic()
+    b.deregister_mem(h2)
+    dereg_s = time.monotonic() - t0
+    stop.set()
+    t.join()
+    print(f"RESULT {connect_s:.3f} {dereg_s:.3f} {count[0]}", flush=True)
+    for e in (c, a, b):
+        e.finalize()
+''')
+
+
+def test_control_plane_served_under_software_atomics(tmp_path):
+    """Issue 14.6: software atomics over tcp keep the target's progress thread
+    busy; a new connect and a deregistration are still served promptly."""
+    script = tmp_path / "starve.py"
+    script.write_text(STARVE_SCRIPT)
+    rc, out = _run([sys.executable, str(script)], _env(UCX_TLS="tcp"))
+    assert rc == 0, out
+    m = re.search(r"RESULT (\S+) (\S+) (\d+)", out)
+    assert m, out
+    connect_s, dereg_s, ops = float(m.group(1)), float(m.group(2)), int(m.group(3))
+    assert ops > 0, out
+    assert connect_s < 1.5 and dereg_s < 1.5, out

@@ -3,14 +3,21 @@
 A serving engine holds a registered buffer filled with a recognizable
 pattern. Engines with the wrong token or none, and raw TCP clients sending
 malformed frames, must be refused: the connection is closed, they receive at
-most a REJECT frame header and never a byte of the memory table or of the
-memory, nothing is written, and the engine keeps serving its real peer.
+most the server's CHALLENGE (a nonce and the server's proof) and a REJECT
+frame header, never a byte of the memory table or of the memory, nothing is
+written, and the engine keeps serving its real peer.
 
 Frame format (src/engine/wire.h), little-endian: u32 magic 0x4d525848
-("HXRM"), u16 version 1, u16 type, u32 payload length, u32 reserved, u64
-request id; a HELLO payload is u32-length-prefixed token, then client name.
+("HXRM"), u16 version 2, u16 type, u32 payload length, u32 reserved, u64
+request id; a field is u32-length-prefixed bytes. Handshake (auth.h): HELLO
+(client nonce, client name) -> CHALLENGE (server nonce, server proof) ->
+PROOF (client proof) -> HELLO_OK or REJECT; a proof is HMAC-SHA-256 under the
+token of "hixl-rma control v2 <role>\0" + client nonce + server nonce +
+u32 port (the server's listening port). The token itself is never sent.
 """
 
+import hashlib
+import hmac
 import os
 import resource
 import socket
@@ -28,8 +35,8 @@ from hixl_rma.errors import HixlError, NotConnectedError
 
 pytestmark = pytest.mark.timeout(120)
 
-MAGIC, VERSION = 0x4D525848, 1
-HELLO, HELLO_OK, REJECT, TABLE_REQ, TABLE_RESP, INVALIDATE, INVALIDATE_ACK, BYE = range(1, 9)
+MAGIC, VERSION = 0x4D525848, 2
+HELLO, HELLO_OK, REJECT, TABLE_REQ, TABLE_RESP, INVALIDATE, INVALIDATE_ACK, BYE, CHALLENGE, PROOF = range(1, 11)
 HEADER = struct.Struct("<IHHIIQ")
 TOKEN = "a3f9c2d1e8b7a6f5a3f9c2d1e8b7a6f5"
 PATTERN = b"HIXL-SECRET-PATTERN:"
@@ -46,8 +53,36 @@ def field(b, length=None):
     return struct.pack("<I", len(b) if length is None else length) + b
 
 
-def hello(token=b"", name=b"stranger:1"):
-    return frame(HELLO, field(token) + field(name))
+NONCE = b"N" * 32
+
+
+def hello(nonce=NONCE, name=b"stranger:1"):
+    return frame(HELLO, field(nonce) + field(name))
+
+
+def proof(token, role, client_nonce, server_nonce, port):
+    msg = b"hixl-rma control v2 " + role + b"\0" + client_nonce + server_nonce + struct.pack("<I", port)
+    return hmac.new(token, msg, hashlib.sha256).digest()
+
+
+def frames(data):
+    """[(type, payload)] of a byte stream; raises on a malformed one."""
+    out = []
+    while data:
+        magic, version, type_, length, _, _ = HEADER.unpack_from(data)
+        assert (magic, version) == (MAGIC, VERSION), data[:24]
+        out.append((type_, data[HEADER.size:HEADER.size + length]))
+        data = data[HEADER.size + length:]
+    return out
+
+
+def fields(payload):
+    out = []
+    while payload:
+        (n,) = struct.unpack_from("<I", payload)
+        out.append(payload[4:4 + n])
+        payload = payload[4 + n:]
+    return out
 
 
 def wait_until(pred, timeout=5.0):
@@ -118,7 +153,7 @@ def stranger(server, data, *, half_close=True, read_timeout=8.0, chunks=None):
                     time.sleep(0.05)
             if half_close:
                 s.shutdown(socket.SHUT_WR)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, OSError):  # OSError: already closed by the engine
             pass
         s.settimeout(read_timeout)
         while True:
@@ -136,12 +171,52 @@ def stranger(server, data, *, half_close=True, read_timeout=8.0, chunks=None):
     return received, time.monotonic() - t0
 
 
-def assert_learned_nothing(server, received):
-    # at most the header of a REJECT frame, never a table or memory
-    assert received in (b"", REJECT_FRAME), received[:64]
+def assert_learned_nothing(server, received, client_nonce=NONCE):
+    # at most the server's challenge and a REJECT header, never a table or memory
+    got = frames(received)
+    assert [t for t, _ in got] in ([], [CHALLENGE], [REJECT], [CHALLENGE, REJECT]), got
+    for type_, payload in got:
+        if type_ == CHALLENGE:
+            server_nonce, server_proof = fields(payload)
+            assert len(server_nonce) == 32 and len(payload) == 72
+            # the server proves the token over both nonces, and shows nothing else
+            if client_nonce is not None:
+                assert server_proof == proof(TOKEN.encode(), b"server", client_nonce, server_nonce, server.port)
+        else:
+            assert payload == b""
     for k in range(0, len(PATTERN) - 4):
         assert PATTERN[k:k + 4] not in received
+    assert TOKEN.encode() not in received
     assert server.untouched()
+
+
+def read_frame(s):
+    """One whole frame from a socket, or None when it closed first."""
+    data = b""
+    while len(data) < HEADER.size or len(data) < HEADER.size + HEADER.unpack_from(data)[3]:
+        got = s.recv(65536)
+        if not got:
+            return None
+        data += got
+    (got,) = frames(data)
+    return got
+
+
+def handshake(server, token, client_nonce=NONCE):
+    """The handshake by hand with ``token``: (challenge payload, the answer to our proof or None if closed)."""
+    s = socket.create_connection((server.host, server.port), timeout=8)
+    try:
+        s.sendall(hello(client_nonce))
+        type_, challenge = read_frame(s)
+        assert type_ == CHALLENGE
+        server_nonce, _ = fields(challenge)
+        s.sendall(frame(PROOF, field(proof(token, b"client", client_nonce, server_nonce, server.port))))
+        answer = read_frame(s)
+        if answer is not None and answer[0] == REJECT:
+            assert read_frame(s) is None  # and then it closes
+        return challenge, answer
+    finally:
+        s.close()
 
 
 # ---------------------------------------------------------------- job token
@@ -174,29 +249,200 @@ def test_foreign_and_missing_token_refused_while_serving(server):
     assert server.serves()
 
 
+@pytest.mark.parametrize("token", [b"b" * 32, TOKEN.encode()[:-1], TOKEN.encode() + b"x", b""])
+def test_wrong_proof_gets_a_refusal_only(server, token):
+    """A client proving another token (or none) gets REJECT and the close, nothing else."""
+    challenge, answer = handshake(server, token)
+    assert answer == (REJECT, b"")
+    assert server.untouched() and server.serves()
+
+
+def test_right_proof_is_let_in(server):
+    """The same handshake with the token is answered with HELLO_OK: the proofs are what the docstring says."""
+    challenge, answer = handshake(server, TOKEN.encode())
+    assert answer is not None and answer[0] == HELLO_OK
+    assert server.serves()
+
+
+def test_server_proof_is_bound_to_the_nonces(server):
+    """The challenge's proof covers the client's nonce: two nonces, two proofs, each checkable."""
+    seen = set()
+    for nonce in (b"A" * 32, b"B" * 32):
+        received, _ = stranger(server, hello(nonce))
+        assert_learned_nothing(server, received, client_nonce=nonce)
+        (_, payload), = frames(received)
+        seen.add(fields(payload)[1])
+    assert len(seen) == 2
+
+
+class FakeServer:
+    """A listening socket that records what a connecting engine sends, answering with ``reply(hello)``."""
+
+    def __init__(self, reply, port=0):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.reply = reply
+        self.received = b""
+        self.conns = []
+        import threading
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        self.sock.settimeout(10)
+        try:
+            c, _ = self.sock.accept()
+        except OSError:
+            return
+        self.conns.append(c)
+        c.settimeout(10)
+        try:
+            got = read_frame(c)
+            self.received += frame(*got) if got else b""
+            if got is None:
+                return
+            for part in self.reply(got, c):
+                c.sendall(part)
+            while True:
+                more = c.recv(65536)
+                if not more:
+                    break
+                self.received += more
+        except OSError:
+            pass
+
+    def close(self):
+        self.thread.join(timeout=15)
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def _bogus_challenge(hello_frame, conn):
+    return [frame(CHALLENGE, field(b"S" * 32) + field(b"\0" * 32))]
+
+
+def test_client_checks_the_server_first_and_never_sends_the_token():
+    """A process on the port that cannot prove the token learns no proof and no token."""
+    fake = FakeServer(_bogus_challenge)
+    client = hixl_rma.Engine(options={"JobToken": TOKEN})
+    try:
+        with pytest.raises(HixlError, match="does not prove this job token"):
+            client.connect(f"127.0.0.1:{fake.port}", timeout_ms=3000)
+    finally:
+        client.finalize()
+        fake.close()
+    (type_, payload), = frames(fake.received)  # the HELLO, and nothing after it
+    assert type_ == HELLO and len(fields(payload)[0]) == 32
+    assert TOKEN.encode() not in fake.received
+
+
+def test_impostor_on_a_dead_engines_port_learns_nothing():
+    """An engine goes; a stranger binds its port; a peer connecting lazily there is refused."""
+    gone = hixl_rma.Engine(options={"JobToken": TOKEN})
+    port = int(gone.address.rsplit(":", 1)[1])
+    gone.finalize()
+    fake = FakeServer(_bogus_challenge, port=port)
+    client = hixl_rma.Engine(options={"JobToken": TOKEN})
+    try:
+        with pytest.raises(HixlError, match="token"):
+            client.connect(f"127.0.0.1:{port}", timeout_ms=3000)
+        assert client.stats()["endpoints"] == 0
+    finally:
+        client.finalize()
+        fake.close()
+    assert [t for t, _ in frames(fake.received)] == [HELLO]
+    assert TOKEN.encode() not in fake.received
+
+
+def _identity(pid):
+    st_ = os.stat("/proc/self/ns/pid")
+    boot = open("/proc/sys/kernel/random/boot_id").read().strip().encode()
+    return struct.pack("<Q", pid) + field(boot) + struct.pack("<QQ", st_.st_dev, st_.st_ino)
+
+
+def test_claimed_pid_must_hold_the_connection():
+    """Even with the token, a server claiming another process's pid (to steer cma at it) is refused."""
+    import subprocess
+    bystander = subprocess.Popen(["sleep", "60"])
+    port_box = {}
+
+    def reply(hello_frame, conn):
+        _, payload = hello_frame
+        client_nonce = fields(payload)[0]
+        server_nonce = b"S" * 32
+        yield frame(CHALLENGE, field(server_nonce) +
+                    field(proof(TOKEN.encode(), b"server", client_nonce, server_nonce, port_box["port"])))
+        read_frame(conn)  # the client's proof
+        yield frame(HELLO_OK, field(b"not-a-worker-address") + _identity(bystander.pid) + struct.pack("<I", 0))
+
+    fake = FakeServer(reply)
+    port_box["port"] = fake.port
+    client = hixl_rma.Engine(options={"JobToken": TOKEN})
+    try:
+        with pytest.raises(HixlError, match=f"pid {bystander.pid}.*does not hold"):
+            client.connect(f"127.0.0.1:{fake.port}", timeout_ms=3000)
+    finally:
+        client.finalize()
+        fake.close()
+        bystander.kill()
+        bystander.wait()
+
+
+def test_binary_token_is_taken_whole():
+    """Tokens that differ only after a NUL byte are different tokens."""
+    a = hixl_rma.Engine(options={"JobToken": b"same-prefix\0" + b"A" * 20})
+    b = hixl_rma.Engine(options={"JobToken": b"same-prefix\0" + b"B" * 20})
+    c = hixl_rma.Engine(options={"JobToken": b"same-prefix\0" + b"A" * 20})
+    try:
+        with pytest.raises(HixlError, match="token"):
+            b.connect(a.address, timeout_ms=3000)
+        c.connect(a.address, timeout_ms=3000)
+    finally:
+        for e in (a, b, c):
+            e.finalize()
+
+
+@pytest.mark.parametrize("token", [None, "", "short-token", b"\0" * 15])
+def test_no_network_listener_without_a_real_token(token):
+    """Beyond loopback an engine listens only with a token of 16 bytes or more."""
+    opts = {} if token is None else {"JobToken": token}
+    with pytest.raises(HixlError, match="at least 16 bytes"):
+        hixl_rma.Engine("0.0.0.0:0", options=opts)
+    hixl_rma.Engine("127.0.0.1:0", options=opts).finalize()  # this host only: allowed
+    hixl_rma.Engine("0.0.0.0:0", options={"JobToken": "x" * 16}).finalize()
+
+
 # ---------------------------------------------------------- raw strangers
 
 def _cases():
     rng = np.random.default_rng(7)
     return {
         "random_bytes": rng.bytes(4096),
-        "random_prefix_then_hello": rng.bytes(7) + hello(TOKEN.encode()),
+        "random_prefix_then_hello": rng.bytes(7) + hello(),
         "huge_length_header": frame(HELLO, length=0xFFFFFFFF),
         "length_just_over_hello_limit": frame(HELLO, b"\0" * 4097),
-        "wrong_magic": frame(HELLO, field(TOKEN.encode()) + field(b"x"), magic=0x58524D48),
-        "wrong_version": frame(HELLO, field(TOKEN.encode()) + field(b"x"), version=2),
+        "wrong_magic": frame(HELLO, field(NONCE) + field(b"x"), magic=0x58524D48),
+        "wrong_version": frame(HELLO, field(NONCE) + field(b"x"), version=VERSION + 1),
+        "version_1_hello_with_token": frame(HELLO, field(TOKEN.encode()) + field(b"x"), version=1),
         "truncated_hello_payload": frame(HELLO, length=100) + b"\x05\0\0\0ab",
         "truncated_header": hello(b"x")[:10],
-        "oversized_token_field": hello(b"T" * 300),
-        "token_length_past_payload": frame(HELLO, field(b"abc", length=0x7FFFFFF0)),
-        "name_missing": frame(HELLO, field(TOKEN.encode())),
-        "wrong_token": hello(b"z" * 32),
-        "empty_token": hello(b""),
+        "oversized_nonce_field": hello(b"T" * 300),
+        "short_nonce": hello(b"T" * 31),
+        "nonce_length_past_payload": frame(HELLO, field(b"abc", length=0x7FFFFFF0)),
+        "name_missing": frame(HELLO, field(NONCE)),
+        "proof_before_hello": frame(PROOF, field(b"p" * 32)),
+        "garbage_proof": hello() + frame(PROOF, field(b"p" * 32)),
+        "empty_proof": hello() + frame(PROOF, field(b"")),
+        "table_request_instead_of_proof": hello() + frame(TABLE_REQ),
         "table_request_before_hello": frame(TABLE_REQ),
         "invalidate_ack_before_hello": frame(INVALIDATE_ACK, req_id=1),
         "hello_ok_from_client": frame(HELLO_OK, field(b"addr")),
         "bye_before_hello": frame(BYE),
-        "wrong_token_then_table_request": hello(b"z" * 32) + frame(TABLE_REQ),
+        "garbage_proof_then_table_request": hello() + frame(PROOF, field(b"p" * 32)) + frame(TABLE_REQ),
         "empty": b"",
     }
 
@@ -208,8 +454,9 @@ CASES = _cases()
 def test_stranger_sending_garbage_learns_nothing(server, name):
     received, _ = stranger(server, CASES[name])
     assert_learned_nothing(server, received)
-    if name.startswith("wrong_token") or name == "empty_token":
-        assert received == REJECT_FRAME  # a well-formed refusal, nothing more
+    if name.startswith(("garbage_proof", "empty_proof")):
+        # a well-formed refusal after the challenge, nothing more
+        assert [t for t, _ in frames(received)] == [CHALLENGE, REJECT]
     assert server.serves()
 
 
@@ -283,7 +530,7 @@ _hello_frames = st.builds(
 @given(data=_raw | _hello_frames | st.lists(_hello_frames, min_size=2, max_size=3).map(b"".join))
 def test_fuzz_handshake(server, data):
     received, _ = stranger(server, data, read_timeout=8.0)
-    assert_learned_nothing(server, received)
+    assert_learned_nothing(server, received, client_nonce=None)
 
 
 def test_engine_alive_after_fuzz(server):

@@ -4,6 +4,7 @@
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "auth.h"
 #include "status.h"
 
 namespace hixl {
@@ -25,20 +27,33 @@ constexpr int kMaxEvents = 64;
 constexpr int kEpollWaitMs = 100;
 constexpr auto kParkStep = std::chrono::milliseconds(1);
 constexpr auto kHandshakeGrace = std::chrono::seconds(5);
-constexpr auto kServerSendTimeout = std::chrono::seconds(2);
-constexpr auto kInvalidateSendTimeout = std::chrono::milliseconds(200);
+/// However busy the worker keeps it, the progress thread serves the control
+/// sockets (accepts, handshakes, tables, acks, the sweep) this often.
+constexpr auto kControlEvery = std::chrono::milliseconds(1);
+/// Connections that have not authenticated yet: beyond this many the oldest
+/// is dropped (a real client finishes in two round trips).
+constexpr size_t kMaxStrangers = 64;
+/// Out of descriptors: the listener is off for this long (no spinning on it).
+constexpr auto kListenBackoff = std::chrono::milliseconds(100);
+/// What may wait unsent to one client before it counts as gone.
+constexpr size_t kMaxQueued = 64U << 20;
+/// A refused connect is tried again within the timeout, but for this long at most.
+constexpr auto kRefusedRetryFor = std::chrono::milliseconds(300);
 constexpr int32_t kFinalizeTeardownMs = 2000;
+constexpr int kNoRetry = 0, kRetryRefused = 1, kRetryDropped = 2;
 constexpr int32_t kFailedConnectTeardownMs = 1000;
 /// The progress thread's poll window never stretches beyond this.
 constexpr std::chrono::microseconds kMaxPollWindow{500};
 
-void EpollAdd(int epfd, int fd, uint64_t id) {
+void EpollCtl(int epfd, int op, int fd, uint64_t id, uint32_t events) {
   epoll_event ev;
   std::memset(&ev, 0, sizeof(ev));
-  ev.events = EPOLLIN;
+  ev.events = events;
   ev.data.u64 = id;
-  epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev);
+  epoll_ctl(epfd, op, fd, &ev);
 }
+
+void EpollAdd(int epfd, int fd, uint64_t id) { EpollCtl(epfd, EPOLL_CTL_ADD, fd, id, EPOLLIN); }
 
 // A fresh mapping of a peer's segment faults on every page at first touch;
 // populate the page tables once here rather than inside the first transfers.
@@ -88,10 +103,17 @@ Status ControlPlane::Start(const HostPort &local) {
   EpollAdd(epoll_fd_.get(), worker_->event_fd(), kIdUcx);
   EpollAdd(epoll_fd_.get(), wake_fd_.get(), kIdWake);
   if (local.port >= 0) {
+    // Without a token anyone who reaches the port is let in: only this host may.
+    if (options_.token.size() < kMinNetworkTokenLen && !IsLoopback(local))
+      return Fail(PARAM_INVALID, "Initialize: an engine listening on " + local.host + " (not loopback) needs a job "
+                                 "token (option JobToken) of at least " + std::to_string(kMinNetworkTokenLen) +
+                                 " bytes");
     std::string err;
     int port = 0;
     listen_fd_.reset(Listen(local, port, err));
     if (!listen_fd_.valid()) return Fail(PARAM_INVALID, err);
+    listen_port_ = static_cast<uint32_t>(port);
+    reserve_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
     EpollAdd(epoll_fd_.get(), listen_fd_.get(), kIdListen);
     listen_address_ = (local.host.find(':') != std::string::npos ? "[" + local.host + "]" : local.host) + ":" +
                       std::to_string(port);
@@ -125,9 +147,12 @@ void ControlPlane::Stop() {
     peer_by_conn_.clear();
     accepted_.clear();  // closes their sockets
     regions_.clear();
+    withdrawing_.clear();  // no peer is left to reach them
     ack_waits_.clear();
   }
   listen_fd_.reset();
+  reserve_fd_.reset();
+  listen_paused_ = false;
   epoll_fd_.reset();
   wake_fd_.reset();
   {
@@ -174,6 +199,7 @@ Status ControlPlane::RegisterMem(const MemDesc &mem, MemType type, MemHandle &ha
     return FromUcs(s, "RegisterMem: ucp_mem_map of " + std::to_string(mem.len) + " bytes failed");
   }
   std::lock_guard<std::mutex> lk(mu_);
+  region->id = next_region_id_++;
   handle = region.get();
   regions_[handle] = std::move(region);
   return SUCCESS;
@@ -193,6 +219,7 @@ Status ControlPlane::AllocMem(size_t len, MemType type, MemHandle &handle, void 
   }
   Prefault(static_cast<char *>(region->map->address()), len);
   std::lock_guard<std::mutex> lk(mu_);
+  region->id = next_region_id_++;
   addr = region->map->address();
   handle = region.get();
   regions_[handle] = std::move(region);
@@ -202,29 +229,80 @@ Status ControlPlane::AllocMem(size_t len, MemType type, MemHandle &handle, void 
 Status ControlPlane::Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &region) {
   if (!started()) return Fail(FAILED, "DeregisterMem: engine is not initialized");
   std::unique_lock<std::mutex> lk(mu_);
-  auto it = regions_.find(handle);
-  if (it == regions_.end()) return Fail(PARAM_INVALID, "DeregisterMem: unknown or already deregistered handle");
-  region = std::move(it->second);
-  regions_.erase(it);
-  // Peers must stop using the region before its memory is unmapped.
-  auto wait = std::make_shared<AckWait>();
-  uint64_t req_id = next_id_++;
-  Writer w;
-  w.u64(region->addr());
-  w.u64(region->len());
-  std::string frame = Frame(Msg::INVALIDATE, req_id, w.str());
-  for (auto &kv : accepted_) {
-    Accepted &a = *kv.second;
-    if (!a.authed) continue;
-    if (SendAll(a.fd.get(), frame, Clock::now() + kInvalidateSendTimeout)) wait->pending.insert(a.id);
+  std::shared_ptr<AckWait> wait;
+  auto wit = withdrawing_.find(handle);
+  if (wit == withdrawing_.end()) {
+    auto it = regions_.find(handle);
+    if (it == regions_.end()) return Fail(PARAM_INVALID, "DeregisterMem: unknown or already deregistered handle");
+    // Peers must stop using the region (and complete what they posted to
+    // it) before its memory is unmapped.
+    wait = std::make_shared<AckWait>();
+    wait->req_id = next_id_++;
+    Writer w;
+    w.u64(it->second->id);
+    std::string frame = Frame(Msg::INVALIDATE, wait->req_id, w.str());
+    for (auto &kv : accepted_) {
+      Accepted &a = *kv.second;
+      if (a.authed() && Queue(a, frame)) wait->pending.insert(a.id);
+    }
+    withdrawing_[handle] = Withdrawing{std::move(it->second), wait};
+    regions_.erase(it);
+    ack_waits_[wait->req_id] = wait;
+  } else {
+    wait = wit->second.wait;  // asked again after a timeout: wait for the rest
   }
-  if (!wait->pending.empty()) {
-    ack_waits_[req_id] = wait;
-    auto deadline = DeadlineIn(options_.timeout_ms);
-    ack_cv_.wait_until(lk, deadline, [&] { return wait->pending.empty() || !running_; });
-    ack_waits_.erase(req_id);
+  auto deadline = DeadlineIn(options_.timeout_ms);
+  ack_cv_.wait_until(lk, deadline, [&] { return wait->pending.empty() || !running_; });
+  if (!wait->pending.empty() && running_) {
+    return Fail(TIMEOUT, "DeregisterMem: " + std::to_string(wait->pending.size()) +
+                             " connected peer(s) did not acknowledge the withdrawal within " +
+                             std::to_string(options_.timeout_ms) +
+                             " ms (stalled?); the region stays mapped, out of reach of new transfers: "
+                             "deregister it again to wait for them");
   }
+  auto done = withdrawing_.find(handle);
+  if (done == withdrawing_.end()) return Fail(PARAM_INVALID, "DeregisterMem: handle withdrawn meanwhile");
+  region = std::move(done->second.region);
+  withdrawing_.erase(done);
+  ack_waits_.erase(wait->req_id);
   return SUCCESS;
+}
+
+bool ControlPlane::Queue(Accepted &a, const std::string &frame) {
+  if (!a.fd.valid()) return false;
+  if (a.out.size() + frame.size() > kMaxQueued) {
+    // It stopped reading long ago: it is dropped (its end sees the connection lost).
+    shutdown(a.fd.get(), SHUT_RDWR);
+    return false;
+  }
+  a.out.append(frame);
+  SendQueued(a);
+  return true;
+}
+
+void ControlPlane::SendQueued(Accepted &a) {
+  size_t off = 0;
+  while (off < a.out.size()) {
+    ssize_t n = send(a.fd.get(), a.out.data() + off, a.out.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    // Broken: the client is gone; the progress thread sees it at the next read.
+    a.out.clear();
+    shutdown(a.fd.get(), SHUT_RDWR);
+    off = 0;
+    break;
+  }
+  a.out.erase(0, off);
+  bool want = !a.out.empty();
+  if (want != a.out_armed) {
+    EpollCtl(epoll_fd_.get(), EPOLL_CTL_MOD, a.fd.get(), a.id, want ? (EPOLLIN | EPOLLOUT) : EPOLLIN);
+    a.out_armed = want;
+  }
+  if (!want && a.close_after_out) shutdown(a.fd.get(), SHUT_RDWR);
 }
 
 std::string ControlPlane::EncodeTable() {
@@ -232,6 +310,7 @@ std::string ControlPlane::EncodeTable() {
   w.u32(static_cast<uint32_t>(regions_.size()));
   for (auto &kv : regions_) {
     const auto &r = *kv.second;
+    w.u64(r.id);
     w.u64(r.addr());
     w.u64(r.len());
     w.u32(static_cast<uint32_t>(r.type));
@@ -248,21 +327,19 @@ Status ControlPlane::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoin
   out.clear();
   out.reserve(count);
   for (uint32_t i = 0; i < count; ++i) {
-    uint64_t addr = 0, len = 0;
+    uint64_t id = 0, addr = 0, len = 0;
     uint32_t type = 0, flags = 0;
     std::string rkey;
-    if (!c.u64(addr) || !c.u64(len) || !c.u32(type) || !c.u32(flags) || !c.bytes(rkey, kMaxRkeyLen) ||
+    if (!c.u64(id) || !c.u64(addr) || !c.u64(len) || !c.u32(type) || !c.u32(flags) || !c.bytes(rkey, kMaxRkeyLen) ||
         addr + len < addr)
       return Fail(FAILED, "malformed memory table from " + peer.name);
     // A region we know already keeps its key and mapping (no re-attach, warm page tables).
-    auto same = std::find_if(old.begin(), old.end(), [&](const RemoteRegion &r) {
-      return r.addr == addr && r.len == len && r.packed == rkey;
-    });
+    auto same = std::find_if(old.begin(), old.end(), [&](const RemoteRegion &r) { return r.id == id; });
     if (same != old.end()) {
       out.push_back(*same);
       continue;
     }
-    RemoteRegion r{addr, len, type, nullptr, nullptr, rkey};
+    RemoteRegion r{id, addr, len, type, nullptr, nullptr};
     try {
       r.rkey = std::make_shared<RemoteKey>(ep, rkey);
     } catch (ucs_status_t s) {
@@ -281,6 +358,51 @@ Status ControlPlane::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoin
 
 // ------------------------------------------------------------ connections
 
+Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, Deadline deadline, UniqueFd &sock,
+                               std::string &payload, int &retry) {
+  retry = kNoRetry;
+  std::string err;
+  int sys_err = 0;
+  sock.reset(ConnectTcp(hp, deadline, err, &sys_err));
+  if (!sock.valid()) {
+    retry = sys_err == ECONNREFUSED ? kRetryRefused : kNoRetry;
+    return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED, "Connect to " + remote + " failed: " + err);
+  }
+  const int fd = sock.get();
+  const std::string nonce = MakeNonce();
+  if (nonce.empty()) return Fail(FAILED, "Connect to " + remote + ": no random bytes for the handshake");
+  Writer hello;
+  hello.bytes(nonce);
+  hello.bytes(listen_address_.substr(0, kMaxNameLen));
+  FrameHeader h;
+  std::string challenge;
+  if (!SendAll(fd, Frame(Msg::HELLO, 0, hello.str()), deadline) ||
+      !RecvFrame(fd, h, challenge, kMaxHelloPayload, deadline)) {
+    // Dropped before a word (a listener out of descriptors, or shedding
+    // strangers): worth another try within the timeout.
+    retry = kRetryDropped;
+    return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED,
+                "Connect to " + remote + ": no handshake answer (is it a HIXL engine?)");
+  }
+  Cursor cc(challenge.data(), challenge.size());
+  std::string server_nonce, server_proof;
+  if (h.type != static_cast<uint16_t>(Msg::CHALLENGE) || !cc.bytes(server_nonce, kNonceLen) ||
+      server_nonce.size() != kNonceLen || !cc.bytes(server_proof, kMacLen))
+    return Fail(FAILED, "Connect to " + remote + ": malformed handshake (not a HIXL engine of this version?)");
+  // The server proves the token first: one that cannot learns nothing from us.
+  if (!ConstantTimeEqual(server_proof, Proof(options_.token, "server", nonce, server_nonce, hp.port)))
+    return Fail(FAILED, "Connect to " + remote + " refused: the engine there does not prove this job token "
+                        "(job token mismatch, or another process on that port)");
+  Writer proof;
+  proof.bytes(Proof(options_.token, "client", nonce, server_nonce, hp.port));
+  if (!SendAll(fd, Frame(Msg::PROOF, 0, proof.str()), deadline) || !RecvFrame(fd, h, payload, kMaxPayload, deadline))
+    return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED,
+                "Connect to " + remote + ": the handshake was cut short");
+  if (h.type != static_cast<uint16_t>(Msg::HELLO_OK))
+    return Fail(FAILED, "Connect to " + remote + " refused: job token mismatch");
+  return SUCCESS;
+}
+
 Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms) {
   if (!started()) return Fail(FAILED, "Connect: engine is not initialized");
   HostPort hp;
@@ -291,66 +413,74 @@ Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms) {
     if (peers_.count(remote)) return Fail(ALREADY_CONNECTED, "Connect: already connected to " + remote);
   }
   auto deadline = DeadlineIn(timeout_ms);
-  std::string err;
-  UniqueFd sock(ConnectTcp(hp, deadline, err));
-  const int fd = sock.get();
-  if (fd < 0)
-    return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED, "Connect to " + remote + " failed: " + err);
-  Writer hello;
-  hello.bytes(options_.token);
-  hello.bytes(listen_address_.substr(0, kMaxNameLen));
-  FrameHeader h;
+  const auto refused_until = std::min(deadline, Clock::now() + kRefusedRetryFor);
+  // The socket stays this call's until the peer is published: no other
+  // owner, so a failure closes it exactly once.
+  UniqueFd sock;
   std::string payload;
-  if (!SendAll(fd, Frame(Msg::HELLO, 0, hello.str()), deadline) ||
-      !RecvFrame(fd, h, payload, kMaxPayload, deadline)) {
-    return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED,
-                "Connect to " + remote + ": no handshake answer (is it a HIXL engine?)");
+  Status st;
+  auto pause = std::chrono::milliseconds(5);
+  for (;;) {
+    int retry = kNoRetry;
+    st = Handshake(remote, hp, deadline, sock, payload, retry);
+    if (st == SUCCESS || retry == kNoRetry) break;
+    sock.reset();
+    auto until = retry == kRetryRefused ? refused_until : deadline;
+    if (Clock::now() + pause >= until) break;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
-  if (h.type != static_cast<uint16_t>(Msg::HELLO_OK)) {
-    return Fail(FAILED, "Connect to " + remote + " refused: job token mismatch");
-  }
+  if (st != SUCCESS) return st;
   auto peer = std::make_shared<Peer>();
   peer->name = remote;
   Cursor c(payload.data(), payload.size());
   std::string worker_addr;
-  if (!c.bytes(worker_addr, kMaxWorkerAddressLen)) {
+  HostIdentity identity;
+  if (!c.bytes(worker_addr, kMaxWorkerAddressLen) || !identity.Decode(c))
     return Fail(FAILED, "Connect to " + remote + ": malformed handshake");
+  if (HostIdentity::Self().SharesPidsWith(identity)) {
+    // The pid is used for cma into that process: it must be the one at the
+    // other end of this (authenticated) connection.
+    if (PidHoldsPeerEnd(static_cast<pid_t>(identity.pid), sock.get()) == PidCheck::OTHER)
+      return Fail(FAILED, "Connect to " + remote + ": the engine claims pid " + std::to_string(identity.pid) +
+                              ", which does not hold its end of the connection");
   }
   try {
     peer->ep = std::make_shared<Endpoint>(worker_, worker_addr);
   } catch (ucs_status_t s) {
     return FromUcs(s, "Connect to " + remote + ": ucp_ep_create failed");
   }
-  peer->fd = std::move(sock);  // from here on the peer owns the socket
-  Status st = DecodeTable(*peer, peer->ep, c, {}, peer->regions);
-  HostIdentity identity;
-  if (st == SUCCESS && identity.Decode(c)) EnableCma(*peer, identity);
+  st = DecodeTable(*peer, peer->ep, c, {}, peer->regions);
+  if (st == SUCCESS) EnableCma(*peer, identity, sock.get());
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (st == SUCCESS && peers_.count(remote)) st = Fail(ALREADY_CONNECTED, "Connect: already connected to " + remote);
     if (st == SUCCESS) {
       peer->conn_id = next_id_++;
+      {
+        std::lock_guard<std::mutex> sl(peer->send_mu);
+        peer->fd = std::move(sock);  // from here on the peer owns the socket
+      }
       peers_[remote] = peer;
       peer_by_conn_[peer->conn_id] = peer;
-      EpollAdd(epoll_fd_.get(), fd, peer->conn_id);
+      EpollAdd(epoll_fd_.get(), peer->fd.get(), peer->conn_id);
       return SUCCESS;
     }
   }
   std::string keep = LastErrorText();
-  TeardownPeer(peer, DeadlineIn(kFailedConnectTeardownMs));
-  {
-    std::lock_guard<std::mutex> sl(peer->send_mu);
-    peer->fd.reset();
-  }
+  TeardownPeer(peer, DeadlineIn(kFailedConnectTeardownMs));  // the endpoint and keys; sock closes on return
   return Fail(st, keep);
 }
 
-void ControlPlane::EnableCma(Peer &peer, const HostIdentity &id) {
+void ControlPlane::EnableCma(Peer &peer, const HostIdentity &id, int fd) {
   if (options_.cma == CmaMode::OFF || !HostIdentity::Self().SharesPidsWith(id)) return;
   // The pidfd pins the identity of the process that just answered the
-  // handshake: once it exits, its pid may name another process.
+  // handshake: once it exits, its pid may name another process. Checked
+  // again now that the pidfd is open: the process it names holds the
+  // connection (and so is the one that proved the token).
   peer.pidfd = OpenPidFd(id.pid);
   if (!PidAlive(peer.pidfd.get())) return;
+  if (PidHoldsPeerEnd(static_cast<pid_t>(id.pid), fd) != PidCheck::HOLDS || !PidAlive(peer.pidfd.get())) return;
   peer.pid = id.pid;
   peer.cma = true;
 }
@@ -405,7 +535,8 @@ PeerPtr ControlPlane::Find(const std::string &remote) {
   return it == peers_.end() ? nullptr : it->second;
 }
 
-Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline) {
+Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
+                                    uint64_t *seq) {
   uint64_t req_id;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -420,19 +551,36 @@ Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &
   std::unique_lock<std::mutex> rl(peer->resp_mu);
   bool got = peer->resp_cv.wait_until(
       rl, deadline, [&] { return peer->responses.count(req_id) || peer->dead || peer->closing; });
-  if (!got) return Fail(TIMEOUT, "no answer from " + peer->name + " to a control request");
+  if (!got) {
+    peer->responses.erase(req_id);  // a late answer is dropped on arrival
+    return Fail(TIMEOUT, "no answer from " + peer->name + " to a control request");
+  }
   if (peer->dead || !peer->responses.count(req_id)) {
     rl.unlock();  // Gone() takes resp_mu
     return peer->Gone("control request");
   }
-  resp = std::move(peer->responses[req_id]);
+  resp = std::move(peer->responses[req_id].payload);
+  if (seq != nullptr) *seq = peer->responses[req_id].inval_seq;
   peer->responses.erase(req_id);
   return SUCCESS;
 }
 
 Status ControlPlane::RefreshTable(const PeerPtr &peer, Deadline deadline) {
+  // Counted before the request leaves: invalidations applied from now on are
+  // remembered until this refresh has installed its table.
+  peer->refreshing.fetch_add(1, std::memory_order_acq_rel);
+  struct Done {
+    Peer &p;
+    ~Done() {
+      if (p.refreshing.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::unique_lock<std::shared_mutex> tl(p.table_mu);
+        if (p.refreshing.load(std::memory_order_acquire) == 0) p.withdrawn.clear();
+      }
+    }
+  } done{*peer};
   std::string resp;
-  Status st = ControlRequest(peer, Msg::TABLE_REQ, resp, deadline);
+  uint64_t seq = 0;
+  Status st = ControlRequest(peer, Msg::TABLE_REQ, resp, deadline, &seq);
   if (st != SUCCESS) return st;
   std::vector<RemoteRegion> fresh, old;
   std::shared_ptr<Endpoint> ep;
@@ -448,6 +596,13 @@ Status ControlPlane::RefreshTable(const PeerPtr &peer, Deadline deadline) {
   std::unique_lock<std::shared_mutex> tl(peer->table_mu);
   // Torn down meanwhile: its table stays empty (the fresh keys go with this call).
   if (!peer->ep) return peer->Gone("table refresh");
+  // The table left the peer before the invalidations that came after it on
+  // the stream: what they withdrew is not in the table any more.
+  for (const auto &w : peer->withdrawn) {
+    if (w.first <= seq) continue;
+    fresh.erase(std::remove_if(fresh.begin(), fresh.end(), [&](const RemoteRegion &r) { return r.id == w.second; }),
+                fresh.end());
+  }
   // Keys dropped from the table may still be referenced by operations in flight.
   for (auto &r : peer->regions) {
     bool kept = std::any_of(fresh.begin(), fresh.end(), [&](const RemoteRegion &f) { return f.rkey == r.rkey; });
@@ -500,14 +655,27 @@ void ControlPlane::ProgressLoop() {
   auto last_work = Clock::now() - window;
   unsigned idle_polls = 4 * static_cast<unsigned>(window.count());
   bool woke = false;
+  // Work arriving faster than the poll window keeps the loop off epoll_wait:
+  // the control sockets are served on this clock as well, or a burst of
+  // target-side work would starve accepts, tables, acks and the sweep.
+  auto last_control = Clock::now();
   while (running_) {
     if (worker_->callers_waiting() > 0) {
       ParkWhileCallersWait(evs, kMaxEvents);
+      last_control = Clock::now();
       continue;
     }
     unsigned done = 0;
-    while (ucp_worker_progress(w) != 0) ++done;
     auto now = Clock::now();
+    while (ucp_worker_progress(w) != 0) {
+      ++done;
+      if ((done & 63) == 0 && (now = Clock::now()) - last_control >= kControlEvery) break;
+    }
+    now = Clock::now();
+    if (now - last_control >= kControlEvery) {
+      ServeControl(evs, kMaxEvents, 0);
+      last_control = now;
+    }
     if (done != 0 && worker_->callers_waiting() == 0) {
       if (woke && base_window.count() > 0) {  // PollUs=0: never poll
         auto spacing = std::chrono::duration_cast<microseconds>(now - last_work);
@@ -523,21 +691,38 @@ void ControlPlane::ProgressLoop() {
       continue;
     }
     if (ucp_worker_arm(w) == UCS_ERR_BUSY) continue;
-    int n = epoll_wait(epoll_fd_.get(), evs, kMaxEvents, kEpollWaitMs);
+    ServeControl(evs, kMaxEvents, kEpollWaitMs);
+    last_control = Clock::now();
     woke = true;
-    for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64);
-    RunPendingCloses();
-    DropStrangers();
   }
+}
+
+void ControlPlane::ServeControl(epoll_event *evs, int max_events, int timeout_ms) {
+  if (listen_paused_ && Clock::now() >= listen_resume_) ResumeListening();
+  int n = epoll_wait(epoll_fd_.get(), evs, max_events, timeout_ms);
+  for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64, evs[i].events);
+  RunPendingCloses();
+  DropStrangers();
 }
 
 void ControlPlane::ParkWhileCallersWait(epoll_event *evs, int max_events) {
   worker_->ParkWhileCallersWait(kParkStep, [&] { return !running_; });
-  int n = epoll_wait(epoll_fd_.get(), evs, max_events, 0);
-  for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64);
+  ServeControl(evs, max_events, 0);
 }
 
-void ControlPlane::ServeEvent(uint64_t id) {
+void ControlPlane::PauseListening() {
+  if (listen_paused_) return;
+  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, listen_fd_.get(), nullptr);
+  listen_paused_ = true;
+  listen_resume_ = Clock::now() + kListenBackoff;
+}
+
+void ControlPlane::ResumeListening() {
+  EpollAdd(epoll_fd_.get(), listen_fd_.get(), kIdListen);
+  listen_paused_ = false;
+}
+
+void ControlPlane::ServeEvent(uint64_t id, uint32_t events) {
   if (id == kIdUcx) return;  // the worker is progressed by the loop (or by a waiting caller)
   if (id == kIdWake) {
     uint64_t v;
@@ -559,7 +744,13 @@ void ControlPlane::ServeEvent(uint64_t id) {
     if (ait != accepted_.end()) acc = ait->second.get();
   }
   if (peer) ServePeer(peer);
-  if (acc) ServeAccepted(*acc);  // only this thread erases accepted_ entries
+  if (acc) {  // only this thread erases accepted_ entries
+    if (events & EPOLLOUT) {
+      std::lock_guard<std::mutex> lk(mu_);
+      SendQueued(*acc);
+    }
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ServeAccepted(*acc);
+  }
 }
 
 void ControlPlane::RunPendingCloses() {
@@ -579,22 +770,48 @@ void ControlPlane::ClosePeerFd(Peer &peer) {
   peer.fd.reset();
 }
 
-// Strangers that never finish a handshake are dropped.
+// Strangers that never finish a handshake are dropped; so are the oldest
+// ones beyond kMaxStrangers, and refusals sent (or stuck) for a while.
 void ControlPlane::DropStrangers() {
   std::vector<uint64_t> stale;
   {
     std::lock_guard<std::mutex> lk(mu_);
     auto now = Clock::now();
-    for (auto &kv : accepted_)
-      if (!kv.second->authed && now - kv.second->since > kHandshakeGrace) stale.push_back(kv.first);
+    std::vector<std::pair<Clock::time_point, uint64_t>> strangers;
+    for (auto &kv : accepted_) {
+      if (kv.second->authed()) continue;
+      if (now - kv.second->since > kHandshakeGrace)
+        stale.push_back(kv.first);
+      else
+        strangers.emplace_back(kv.second->since, kv.first);
+    }
+    if (strangers.size() > kMaxStrangers) {
+      std::sort(strangers.begin(), strangers.end());
+      for (size_t i = 0; i < strangers.size() - kMaxStrangers; ++i) stale.push_back(strangers[i].second);
+    }
   }
   for (auto id : stale) CloseAccepted(id);
 }
 
 void ControlPlane::AcceptAll() {
-  for (;;) {
+  for (int accepted = 0; accepted < 256; ++accepted) {  // then the other sockets get their turn
     int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors. The listener is level-triggered: left as is,
+        // it would wake this thread again at once, forever. Give up the
+        // reserve to drop one waiting connection (its client retries), and
+        // stop listening a while.
+        if (reserve_fd_.valid()) {
+          reserve_fd_.reset();
+          int drop = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+          if (drop >= 0) close(drop);
+          reserve_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
+        }
+        PauseListening();
+      }
+      return;
+    }
     // Small control frames (INVALIDATE, TABLE_RESP) must not wait for the
     // client's delayed ACK (Nagle), which stalls every deregistration.
     int one = 1;
@@ -602,10 +819,15 @@ void ControlPlane::AcceptAll() {
     auto a = std::make_unique<Accepted>();
     a->fd.reset(fd);
     a->since = Clock::now();
-    std::lock_guard<std::mutex> lk(mu_);
-    a->id = next_id_++;
-    EpollAdd(epoll_fd_.get(), fd, a->id);
-    accepted_[a->id] = std::move(a);
+    size_t strangers = 0;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      a->id = next_id_++;
+      EpollAdd(epoll_fd_.get(), fd, a->id);
+      accepted_[a->id] = std::move(a);
+      for (auto &kv : accepted_) strangers += kv.second->authed() ? 0 : 1;
+    }
+    if (strangers > kMaxStrangers) DropStrangers();
   }
 }
 
@@ -621,7 +843,8 @@ void ControlPlane::CloseAccepted(uint64_t id) {
 }
 
 void ControlPlane::ServeAccepted(Accepted &a) {
-  bool alive = a.reader.Fill(a.fd.get());
+  // A client's frames are tiny: no more than one is buffered.
+  bool alive = a.reader.Fill(a.fd.get(), sizeof(FrameHeader) + kMaxHelloPayload);
   FrameHeader h;
   std::string payload;
   for (;;) {
@@ -636,36 +859,55 @@ void ControlPlane::ServeAccepted(Accepted &a) {
 }
 
 bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std::string &payload) {
-  auto deadline = Clock::now() + kServerSendTimeout;
   Msg type = static_cast<Msg>(h.type);
-  if (!a.authed) {
-    if (type != Msg::HELLO) return false;
-    Cursor c(payload.data(), payload.size());
-    std::string token, name;
-    if (!c.bytes(token, kMaxTokenLen) || !c.bytes(name, kMaxNameLen)) return false;
-    if (!TokensEqual(token, options_.token)) {
-      // The stranger learns nothing but the refusal.
-      SendAll(a.fd.get(), Frame(Msg::REJECT, 0, ""), deadline);
-      return false;
+  // Writers of accepted sockets (this thread, Withdraw) hold mu_.
+  std::lock_guard<std::mutex> lk(mu_);
+  if (a.close_after_out) return true;  // refused: nothing more is read from it
+  switch (a.stage) {
+    case Accepted::Stage::HELLO: {
+      if (type != Msg::HELLO) return false;
+      Cursor c(payload.data(), payload.size());
+      std::string nonce, name;
+      if (!c.bytes(nonce, kNonceLen) || nonce.size() != kNonceLen || !c.bytes(name, kMaxNameLen)) return false;
+      a.client_nonce = nonce;
+      a.server_nonce = MakeNonce();
+      if (a.server_nonce.empty()) return false;
+      // Our proof first: a client that cannot check it has learned nothing
+      // it could use (it covers its own nonce, ours, and our port).
+      Writer w;
+      w.bytes(a.server_nonce);
+      w.bytes(Proof(options_.token, "server", a.client_nonce, a.server_nonce, listen_port_));
+      a.stage = Accepted::Stage::PROOF;
+      return Queue(a, Frame(Msg::CHALLENGE, 0, w.str()));
     }
-    Writer w;
-    w.bytes(worker_->address());
-    // Writers of accepted sockets (this thread, Withdraw) hold mu_.
-    std::lock_guard<std::mutex> lk(mu_);
-    std::string table = EncodeTable();
-    w.raw(table.data(), table.size());
-    // Last, so that a client that does not know it simply ignores it.
-    HostIdentity::Self().Encode(w);
-    a.authed = true;
-    return SendAll(a.fd.get(), Frame(Msg::HELLO_OK, 0, w.str()), deadline);
+    case Accepted::Stage::PROOF: {
+      if (type != Msg::PROOF) return false;
+      Cursor c(payload.data(), payload.size());
+      std::string proof;
+      if (!c.bytes(proof, kMacLen) ||
+          !ConstantTimeEqual(proof, Proof(options_.token, "client", a.client_nonce, a.server_nonce, listen_port_))) {
+        // The stranger learns nothing but the refusal.
+        a.close_after_out = true;
+        Queue(a, Frame(Msg::REJECT, 0, ""));
+        return true;
+      }
+      Writer w;
+      w.bytes(worker_->address());
+      HostIdentity::Self().Encode(w);
+      std::string table = EncodeTable();
+      w.raw(table.data(), table.size());
+      a.stage = Accepted::Stage::AUTHED;
+      a.client_nonce.clear();
+      a.server_nonce.clear();
+      return Queue(a, Frame(Msg::HELLO_OK, 0, w.str()));
+    }
+    case Accepted::Stage::AUTHED:
+      break;
   }
   switch (type) {
-    case Msg::TABLE_REQ: {
-      std::lock_guard<std::mutex> lk(mu_);
-      return SendAll(a.fd.get(), Frame(Msg::TABLE_RESP, h.req_id, EncodeTable()), deadline);
-    }
+    case Msg::TABLE_REQ:
+      return Queue(a, Frame(Msg::TABLE_RESP, h.req_id, EncodeTable()));
     case Msg::INVALIDATE_ACK: {
-      std::lock_guard<std::mutex> lk(mu_);
       auto it = ack_waits_.find(h.req_id);
       if (it != ack_waits_.end()) {
         it->second->pending.erase(a.id);
@@ -680,7 +922,7 @@ bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const 
 
 void ControlPlane::ServePeer(const PeerPtr &peer) {
   if (!peer->fd.valid()) return;
-  bool alive = peer->reader.Fill(peer->fd.get());
+  bool alive = peer->reader.Fill(peer->fd.get(), sizeof(FrameHeader) + kMaxPayload);
   FrameHeader h;
   std::string payload;
   for (;;) {
@@ -699,33 +941,47 @@ void ControlPlane::HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, co
   switch (static_cast<Msg>(h.type)) {
     case Msg::TABLE_RESP: {
       std::lock_guard<std::mutex> rl(peer->resp_mu);
-      peer->responses[h.req_id] = payload;
+      peer->responses[h.req_id] = Response{payload, peer->inval_seq.load(std::memory_order_acquire)};
       peer->resp_cv.notify_all();
       break;
     }
-    case Msg::INVALIDATE: {
-      Cursor c(payload.data(), payload.size());
-      uint64_t addr = 0, len = 0;
-      if (!c.u64(addr) || !c.u64(len)) break;
-      {
-        std::unique_lock<std::shared_mutex> tl(peer->table_mu);
-        auto &rs = peer->regions;
-        for (auto it = rs.begin(); it != rs.end(); ++it) {
-          if (it->addr == addr && it->len == len) {
-            Retire(*peer, it->rkey);
-            rs.erase(it);
-            break;
-          }
-        }
-      }
-      std::lock_guard<std::mutex> sl(peer->send_mu);
-      if (peer->fd.valid())
-        SendAll(peer->fd.get(), Frame(Msg::INVALIDATE_ACK, h.req_id, ""), Clock::now() + kServerSendTimeout);
+    case Msg::INVALIDATE:
+      HandleInvalidate(peer, h, payload);
       break;
-    }
     default:
       break;
   }
+}
+
+void ControlPlane::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, const std::string &payload) {
+  Cursor c(payload.data(), payload.size());
+  uint64_t id = 0;
+  if (!c.u64(id)) return;
+  std::shared_ptr<Endpoint> ep;
+  {
+    // Exclusive: the transfers that resolved to the region have all been
+    // posted (or done, for memcpy and cma) once this lock is ours.
+    std::unique_lock<std::shared_mutex> tl(peer->table_mu);
+    uint64_t seq = peer->inval_seq.load(std::memory_order_relaxed) + 1;
+    peer->inval_seq.store(seq, std::memory_order_release);
+    if (peer->refreshing.load(std::memory_order_acquire) > 0) peer->withdrawn.emplace_back(seq, id);
+    auto &rs = peer->regions;
+    auto it = std::find_if(rs.begin(), rs.end(), [&](const RemoteRegion &r) { return r.id == id; });
+    if (it != rs.end()) {
+      Retire(*peer, it->rkey);
+      rs.erase(it);
+    }
+    ep = peer->ep;
+  }
+  // What UCX still has in flight to the region completes at the target
+  // before it hears that the region is free to go.
+  auto deadline = DeadlineIn(options_.timeout_ms);
+  if (ep && !peer->dead) {
+    ucs_status_t us = ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
+    if (us != UCS_OK) return;  // no ack: the target keeps the memory (and times out) rather than lose bytes
+  }
+  std::lock_guard<std::mutex> sl(peer->send_mu);
+  if (peer->fd.valid()) SendAll(peer->fd.get(), Frame(Msg::INVALIDATE_ACK, h.req_id, ""), deadline);
 }
 
 void ControlPlane::MarkDead(const PeerPtr &peer, const std::string &why) {
@@ -768,9 +1024,9 @@ void ControlPlane::AddStats(ext::Stats &s) {
   s.notifies_received = notifies_received_;
   s.table_refreshes = table_refreshes_;
   std::lock_guard<std::mutex> lk(mu_);
-  s.regions = regions_.size();
+  s.regions = regions_.size() + withdrawing_.size();
   s.endpoints = peers_.size();
-  for (auto &kv : accepted_) s.accepted += kv.second->authed ? 1 : 0;
+  for (auto &kv : accepted_) s.accepted += kv.second->authed() ? 1 : 0;
 }
 
 }  // namespace engine

@@ -50,6 +50,7 @@ struct LocalRegion {
   MemType type;
   bool allocated;  ///< UCX-allocated: same-node peers can map it
   std::unique_ptr<MemMap> map;
+  uint64_t id = 0;  ///< in tables and invalidations; never reused by this engine
   uintptr_t addr() const { return reinterpret_cast<uintptr_t>(map->address()); }
   size_t len() const { return map->length(); }
 };
@@ -58,14 +59,29 @@ struct LocalRegion {
 struct Accepted {
   uint64_t id;
   UniqueFd fd;
-  bool authed = false;
+  enum class Stage { HELLO, PROOF, AUTHED } stage = Stage::HELLO;
+  bool authed() const { return stage == Stage::AUTHED; }
   Clock::time_point since;
   FrameReader reader;
+  std::string client_nonce, server_nonce;  ///< the handshake's, until it is done
+  /// Whole frames not yet sent (under mu_): every frame to a client goes
+  /// through here, so the stream never carries a partial frame and stays in
+  /// the order the state changed in; the progress thread sends the rest.
+  std::string out;
+  bool out_armed = false;  ///< EPOLLOUT is on for the socket
+  bool close_after_out = false;  ///< a refusal: close once it is sent
 };
 
 /** @brief Collects the acks of one invalidation. */
 struct AckWait {
   std::set<uint64_t> pending;  ///< accepted-connection ids yet to answer
+  uint64_t req_id = 0;
+};
+
+/** @brief A region taken out of the table whose invalidation some client has not acknowledged yet. */
+struct Withdrawing {
+  std::unique_ptr<LocalRegion> region;
+  std::shared_ptr<AckWait> wait;
 };
 
 class ControlPlane {
@@ -85,7 +101,15 @@ class ControlPlane {
 
   Status RegisterMem(const MemDesc &mem, MemType type, MemHandle &handle);
   Status AllocMem(size_t len, MemType type, MemHandle &handle, void *&addr);
-  /** @brief Take a region out of the table once every connected client acknowledged its invalidation. */
+  /**
+   * @brief Take a region out of the table and hand it over once every connected
+   *        client acknowledged its invalidation (having completed what it
+   *        posted to it) or is gone.
+   *
+   * TIMEOUT when a live client did not answer in time: the region stays
+   * mapped, out of the table, and a later Withdraw of the same handle waits
+   * for the remaining acks again.
+   */
   Status Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &region);
 
   Status Connect(const std::string &remote, int32_t timeout_ms);
@@ -102,7 +126,12 @@ class ControlPlane {
  private:
   void ProgressLoop();
   void Wake();
-  void ServeEvent(uint64_t id);
+  void ServeEvent(uint64_t id, uint32_t events);
+  void ServeControl(epoll_event *evs, int max_events, int timeout_ms);
+  bool Queue(Accepted &a, const std::string &frame);
+  void SendQueued(Accepted &a);
+  void PauseListening();
+  void ResumeListening();
   void ParkWhileCallersWait(epoll_event *evs, int max_events);
   void AcceptAll();
   void ServeAccepted(Accepted &a);
@@ -114,21 +143,29 @@ class ControlPlane {
   void MarkDead(const PeerPtr &peer, const std::string &why);
   void ClosePeerFd(Peer &peer);
   void RunPendingCloses();
-  void EnableCma(Peer &peer, const HostIdentity &id);
+  void EnableCma(Peer &peer, const HostIdentity &id, int fd);
   void TeardownPeer(const PeerPtr &peer, Deadline deadline);
   /** @brief Retire a key dropped from a peer's table (its table_mu held exclusively). */
   void Retire(Peer &peer, std::shared_ptr<RemoteKey> key);
   std::string EncodeTable();
   Status DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
                      const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out);
-  Status ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline);
+  Status Handshake(const std::string &remote, const HostPort &hp, Deadline deadline, UniqueFd &sock,
+                   std::string &payload, int &retry);
+  void HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
+  Status ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
+                        uint64_t *seq = nullptr);
   static ucs_status_t OnNotify(void *arg, const void *header, size_t header_length, void *data, size_t length,
                                const ucp_am_recv_param_t *param);
 
   const Options &options_;
   std::shared_ptr<Worker> worker_;
   std::string listen_address_;
+  uint32_t listen_port_ = 0;
   UniqueFd listen_fd_;
+  UniqueFd reserve_fd_;  ///< given up to accept (and drop) a connection when out of descriptors
+  bool listen_paused_ = false;  ///< progress thread only
+  Clock::time_point listen_resume_{};
   UniqueFd epoll_fd_;
   UniqueFd wake_fd_;
   std::thread progress_;
@@ -140,6 +177,8 @@ class ControlPlane {
   std::map<uint64_t, std::unique_ptr<Accepted>> accepted_;
   std::map<MemHandle, std::unique_ptr<LocalRegion>> regions_;
   std::map<uint64_t, std::shared_ptr<AckWait>> ack_waits_;
+  std::map<MemHandle, Withdrawing> withdrawing_;
+  uint64_t next_region_id_ = 1;
   std::vector<PeerPtr> pending_close_;  ///< torn down; the progress thread closes their sockets
   std::condition_variable ack_cv_;
   uint64_t next_id_ = 16;  ///< ids < 16 are reserved for fixed fds in epoll

@@ -58,6 +58,8 @@ Status DataPlane::Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc>
       }
     }
     if (miss == descs.size()) return SUCCESS;
+    // Torn down (its table emptied) while the table was fetched: that is the answer, not the miss.
+    if (!peer->ep) return peer->Gone("transfer");
     if (attempt == 1)
       return Fail(PARAM_INVALID, "block " + std::to_string(miss) + ": " +
                                      Range(descs[miss].remote_addr, descs[miss].len) + " is not registered at " +
@@ -431,6 +433,14 @@ Status DataPlane::RemotePtr(const std::string &remote, uintptr_t addr, size_t le
   std::vector<const RemoteRegion *> where;
   st = Resolve(peer, one, where, lock, DeadlineIn(options_.timeout_ms));
   if (st != SUCCESS) return st;
+  if (where[0] != nullptr && where[0]->mapped == nullptr) {
+    // Overlapping registrations (one buffer registered twice): a mapped one covering the range will do.
+    for (const auto &r : peer->regions)
+      if (r.mapped != nullptr && r.addr <= addr && len <= r.len && addr - r.addr <= r.len - len) {
+        where[0] = &r;
+        break;
+      }
+  }
   if (where[0] == nullptr || where[0]->mapped == nullptr)
     return Fail(UNSUPPORTED, "RemotePtr: " + Range(addr, len) + " of " + remote + " is not mapped into this process");
   ptr = where[0]->mapped + (addr - where[0]->addr);

@@ -24,8 +24,9 @@ Status ParseOptions(const std::map<AscendString, AscendString> &options, Options
   out = Options();
   std::string cma = "1";
   for (const auto &kv : options) {
-    std::string key = kv.first.GetString();
-    std::string val = kv.second.GetString();
+    // Whole values: a binary token may hold NUL bytes.
+    std::string key(kv.first.GetString(), kv.first.GetLength());
+    std::string val(kv.second.GetString(), kv.second.GetLength());
     if (key == ext::OPTION_JOB_TOKEN) {
       if (val.size() > kMaxTokenLen)
         return Fail(PARAM_INVALID, "job token longer than " + std::to_string(kMaxTokenLen) + " bytes");

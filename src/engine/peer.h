@@ -25,12 +25,18 @@ namespace engine {
 
 /** @brief A peer's region as this engine knows it. */
 struct RemoteRegion {
+  uint64_t id;  ///< the peer's id of the region (never reused by that engine)
   uintptr_t addr;
   size_t len;
   uint32_t type;
   std::shared_ptr<RemoteKey> rkey;  ///< keeps the peer's endpoint alive
   char *mapped;  ///< direct pointer to addr when the region is mapped here, else null
-  std::string packed;  ///< the packed rkey, to reuse this entry when a refresh repeats it
+};
+
+/** @brief A control answer, and how many invalidations had been applied when it arrived. */
+struct Response {
+  std::string payload;
+  uint64_t inval_seq = 0;
 };
 
 /**
@@ -40,8 +46,9 @@ struct RemoteRegion {
  * maps and by every call in flight on it. Who touches what:
  * - `fd`, `reader`: the progress thread reads; callers write under
  *   `send_mu`; the progress thread closes it (or the teardown, at Finalize).
- * - `ep`, `regions`, `retired`, `retire_seq`: under `table_mu` (shared:
- *   transfers; exclusive: a table refresh, an invalidation, the teardown).
+ * - `ep`, `regions`, `retired`, `retire_seq`, `withdrawn`: under `table_mu`
+ *   (shared: transfers; exclusive: a table refresh, an invalidation, the
+ *   teardown); `inval_seq` is written under it exclusively (progress thread).
  *   `ep` is null once the peer is torn down, and `regions` is then empty.
  * - `responses`, `death`: under `resp_mu`; `dead` and `closing` are set
  *   under it too (`death` first), so that a caller waiting for an answer wakes.
@@ -72,11 +79,17 @@ struct Peer {
   /// started after a key was retired proves no operation still uses it
   std::vector<std::pair<uint64_t, std::shared_ptr<RemoteKey>>> retired;
   uint64_t retire_seq = 0;
+  /// Invalidations applied so far, and the ids they withdrew while a table
+  /// refresh is in flight: a table that left the peer before an invalidation
+  /// (the stream carries both in order) must not bring that region back.
+  std::atomic<uint64_t> inval_seq{0};
+  std::vector<std::pair<uint64_t, uint64_t>> withdrawn;  ///< (inval_seq after it, region id)
+  std::atomic<int> refreshing{0};  ///< table refreshes in flight (withdrawn is kept while > 0)
 
   std::mutex send_mu;  ///< serialises writers of fd
   mutable std::mutex resp_mu;
   std::condition_variable resp_cv;
-  std::map<uint64_t, std::string> responses;
+  std::map<uint64_t, Response> responses;
 
   std::atomic<uint64_t> bytes_written{0}, bytes_read{0}, ops{0};
 

@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace hixl {
@@ -130,7 +131,32 @@ int Listen(const HostPort &hp, int &bound_port, std::string &err) {
   return fd;
 }
 
-int ConnectTcp(const HostPort &hp, Clock::time_point deadline, std::string &err) {
+bool IsLoopback(const HostPort &hp) {
+  addrinfo hints;
+  std::memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo *res = nullptr;
+  if (getaddrinfo(hp.host.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return false;
+  bool loop = true;
+  for (addrinfo *a = res; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      uint32_t ip = ntohl(reinterpret_cast<sockaddr_in *>(a->ai_addr)->sin_addr.s_addr);
+      loop = loop && (ip >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      const in6_addr &ip = reinterpret_cast<sockaddr_in6 *>(a->ai_addr)->sin6_addr;
+      bool v4_loop = IN6_IS_ADDR_V4MAPPED(&ip) && ip.s6_addr[12] == 127;
+      loop = loop && (IN6_IS_ADDR_LOOPBACK(&ip) || v4_loop);
+    } else {
+      loop = false;
+    }
+  }
+  freeaddrinfo(res);
+  return loop;
+}
+
+int ConnectTcp(const HostPort &hp, Clock::time_point deadline, std::string &err, int *sys_err) {
+  if (sys_err != nullptr) *sys_err = 0;
   sockaddr_storage ss;
   socklen_t len = 0;
   if (hp.port <= 0) {
@@ -145,6 +171,7 @@ int ConnectTcp(const HostPort &hp, Clock::time_point deadline, std::string &err)
   }
   Tune(fd);
   if (connect(fd, reinterpret_cast<sockaddr *>(&ss), len) != 0 && errno != EINPROGRESS) {
+    if (sys_err != nullptr) *sys_err = errno;
     err = std::string("connect: ") + std::strerror(errno);
     close(fd);
     return -1;
@@ -158,6 +185,7 @@ int ConnectTcp(const HostPort &hp, Clock::time_point deadline, std::string &err)
   socklen_t slen = sizeof(soerr);
   getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &slen);
   if (soerr != 0) {
+    if (sys_err != nullptr) *sys_err = soerr;
     err = std::string("connect: ") + std::strerror(soerr);
     close(fd);
     return -1;
@@ -214,13 +242,17 @@ bool RecvFrame(int fd, FrameHeader &hdr, std::string &payload, uint32_t max_payl
   return hdr.len == 0 || RecvExact(fd, &payload[0], hdr.len, deadline);
 }
 
-bool FrameReader::Fill(int fd) {
+bool FrameReader::Fill(int fd, size_t max_buffered) {
   char tmp[65536];
   for (;;) {
-    ssize_t r = recv(fd, tmp, sizeof(tmp), 0);
+    // A stranger's flood stays in its socket: what waits here unparsed is
+    // never more than one frame's worth (level-triggered epoll calls again).
+    if (buffered() >= max_buffered) return true;
+    size_t want = std::min(sizeof(tmp), max_buffered - buffered());
+    ssize_t r = recv(fd, tmp, want, 0);
     if (r > 0) {
       buf_.append(tmp, static_cast<size_t>(r));
-      if (static_cast<size_t>(r) < sizeof(tmp)) return true;
+      if (static_cast<size_t>(r) < want) return true;
       continue;
     }
     if (r == 0) return false;
@@ -248,13 +280,6 @@ FrameReader::Result FrameReader::Next(FrameHeader &hdr, std::string &payload, ui
     pos_ = 0;
   }
   return FRAME;
-}
-
-bool TokensEqual(const std::string &a, const std::string &b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  size_t n = a.size() < b.size() ? a.size() : b.size();
-  for (size_t i = 0; i < n; ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
 }
 
 }  // namespace engine

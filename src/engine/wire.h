@@ -1,5 +1,6 @@
 // The control channel: length-checked frames over a TCP connection. It
-// carries the handshake (job token), memory tables and invalidations; UCX
+// carries the handshake (auth.h: the job token proven, never sent), memory
+// tables and invalidations; UCX
 // carries the data and the notifies. Everything read from a socket is
 // untrusted and parsed through Cursor, which never reads out of bounds.
 #ifndef HIXL_ENGINE_WIRE_H
@@ -24,7 +25,7 @@ inline Deadline DeadlineIn(int32_t ms) {
 }
 
 constexpr uint32_t kMagic = 0x4d525848U;  // "HXRM"
-constexpr uint16_t kVersion = 1;
+constexpr uint16_t kVersion = 2;  // 2: mutual challenge-response, region ids
 /** Frames before authentication are tiny: a stranger cannot make us buffer much. */
 constexpr uint32_t kMaxHelloPayload = 4096;
 constexpr uint32_t kMaxPayload = 64U << 20;
@@ -35,15 +36,21 @@ constexpr uint32_t kMaxRkeyLen = 1U << 16;
 constexpr uint32_t kMaxWorkerAddressLen = 1U << 16;
 constexpr uint32_t kMaxBootIdLen = 64;
 
+/// The handshake: HELLO (client nonce, name) -> CHALLENGE (server nonce, the
+/// server's proof) -> PROOF (the client's proof) -> HELLO_OK or REJECT.
+/// Tables and invalidations name regions by id (never reused by an engine);
+/// the client applies them in stream order (Peer::inval_seq).
 enum class Msg : uint16_t {
-  HELLO = 1,        // client -> server: token, client name
+  HELLO = 1,        // client -> server: client nonce, client name
   HELLO_OK = 2,     // server -> client: worker address, memory table, host identity (optional)
   REJECT = 3,       // server -> client: nothing else
   TABLE_REQ = 4,    // client -> server
   TABLE_RESP = 5,   // server -> client: memory table
-  INVALIDATE = 6,   // server -> client: addr, len of a withdrawn region
+  INVALIDATE = 6,   // server -> client: id of a withdrawn region
   INVALIDATE_ACK = 7,
   BYE = 8,
+  CHALLENGE = 9,    // server -> client: server nonce, server proof
+  PROOF = 10,       // client -> server: client proof
 };
 
 #pragma pack(push, 1)
@@ -114,8 +121,11 @@ bool ParseHostPort(const std::string &s, HostPort &out);
 /** @brief Listening socket on host:port (0 = any free port); returns fd or -1. */
 int Listen(const HostPort &hp, int &bound_port, std::string &err);
 
-/** @brief Non-blocking connect bounded by deadline; returns fd or -1. */
-int ConnectTcp(const HostPort &hp, Clock::time_point deadline, std::string &err);
+/** @brief Non-blocking connect bounded by deadline; returns fd or -1 (`sys_err`: the errno, when asked). */
+int ConnectTcp(const HostPort &hp, Clock::time_point deadline, std::string &err, int *sys_err = nullptr);
+
+/** @brief True when `hp.host` resolves to a loopback address only (127/8, ::1). */
+bool IsLoopback(const HostPort &hp);
 
 /** @brief Send all bytes of a non-blocking socket before deadline. */
 bool SendAll(int fd, const std::string &data, Clock::time_point deadline);
@@ -128,8 +138,11 @@ bool RecvFrame(int fd, FrameHeader &hdr, std::string &payload, uint32_t max_payl
 class FrameReader {
  public:
   enum Result { NEED_MORE, FRAME, BAD };
-  /** @brief Read what the socket has; false on EOF or error. */
-  bool Fill(int fd);
+  /** @brief Read what the socket has, but stop once `max_buffered` bytes wait unparsed
+   *         (the rest stays in the socket); false on EOF or error. */
+  bool Fill(int fd, size_t max_buffered);
+  /** @brief Bytes received and not yet returned as frames. */
+  size_t buffered() const { return buf_.size() - pos_; }
   /** @brief Next complete frame, if any; BAD on a malformed header. */
   Result Next(FrameHeader &hdr, std::string &payload, uint32_t max_payload);
 
@@ -137,9 +150,6 @@ class FrameReader {
   std::string buf_;
   size_t pos_ = 0;
 };
-
-/** @brief Compare two tokens without leaking where they differ. */
-bool TokensEqual(const std::string &a, const std::string &b);
 
 }  // namespace engine
 }  // namespace hixl

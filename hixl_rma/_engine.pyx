@@ -8,7 +8,7 @@ matching :mod:`hixl_rma.errors` exception.
 """
 
 cimport cython
-from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release,
+from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release,
                              PyObject_GetBuffer)
 from libc.stdint cimport int32_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libcpp.map cimport map as cmap
@@ -90,6 +90,8 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType)
     Status Flush(Hixl &, const AscendString &, int32_t)
     Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&)
+    Status PinRemote(Hixl &, const AscendString &, uintptr_t, size_t, void *&, void *&)
+    void ReleasePin(void *)
     uint64_t MappingGeneration(Hixl &)
     Status GetStats(Hixl &, Stats &)
     Status GetPeerStats(Hixl &, const AscendString &, PeerStats &)
@@ -306,6 +308,25 @@ cdef class MemHandle:
         state = "registered" if self.registered else "deregistered"
         kind = "allocated" if self.allocated else "registered"
         return f"<hixl_rma.MemHandle {kind} addr={self.addr} length={self.length} {state}>"
+
+
+cdef class RemotePin:
+    """A peer's range mapped into this process, kept mapped while this
+    object lives (Engine.pin_remote): its buffer (writable bytes) and
+    ``addr`` stay valid whatever happens to the peer, so views and cached
+    pointers into it never fault."""
+    cdef void *_pin
+    cdef readonly uintptr_t addr
+    cdef readonly size_t length
+
+    def __dealloc__(self):
+        ReleasePin(self._pin)
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        PyBuffer_FillInfo(view, self, <void *>self.addr, <Py_ssize_t>self.length, 0, flags)
+
+    def __repr__(self):
+        return f"<RemotePin {self.length} bytes at {self.addr:#x}>"
 
 
 cdef class TransferRequest:
@@ -733,6 +754,29 @@ cdef class Engine:
             st = RemotePtr(self._h[0], cr, raddr, n, p)
         _check(st, f"RemotePtr({remote!r}, addr={remote_addr}, length={length})")
         return <uintptr_t>p
+
+    def pin_remote(self, remote, remote_addr, length):
+        """remote_ptr, as a RemotePin that keeps the mapping until it goes
+        (UnsupportedError if not mapped)."""
+        self._alive()
+        cdef uintptr_t raddr = _uint(remote_addr, "remote_addr")
+        cdef size_t n = _uint(length, "length")
+        cdef AscendString cr = _remote(remote)
+        cdef void *p = NULL
+        cdef void *pin = NULL
+        cdef Status st
+        with nogil:
+            st = PinRemote(self._h[0], cr, raddr, n, p, pin)
+        _check(st, f"PinRemote({remote!r}, addr={remote_addr}, length={length})")
+        cdef RemotePin out = RemotePin.__new__(RemotePin)
+        out._pin, out.addr, out.length = pin, <uintptr_t>p, n
+        return out
+
+    def mapping_generation(self):
+        """The engine's mapping generation: it changes whenever a pointer
+        from remote_ptr may have gone stale (read it before the pointer)."""
+        self._alive()
+        return MappingGeneration(self._h[0])
 
     def stats(self):
         """Engine counters as a dict."""

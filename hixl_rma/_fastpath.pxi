@@ -57,7 +57,8 @@ cdef class FastWin:
     cdef vector[uintptr_t] mapped
     cdef vector[uint8_t] access, atomics, epoch, passive, dirty, ready
     cdef vector[string] addr
-    cdef uint64_t generation
+    cdef vector[uint64_t] generation  # per rank: the engine's mapping generation when mapped[r] was taken
+    cdef list pins         # per rank: the RemotePin that keeps mapped[r] mapped, or None
     cdef list pending
     cdef list posted       # per rank: the op of non-fetching atomics posted since its last flush, or None
     cdef public str label  # the window's name in messages
@@ -77,6 +78,7 @@ cdef class FastWin:
     cdef uint64_t fence_seq
     cdef Py_ssize_t me
     cdef object fence_stalled  # fence_stalled(missing ranks, timed_out): raises
+    cdef object fence_pins     # what keeps the peers' fence counters mapped
     cdef long fence_modes  # the assertions Fence takes here (all but MODE_NOSUCCEED)
 
     def __cinit__(self, Engine eng, bases, sizes, units, accesses, atomics):
@@ -89,6 +91,8 @@ cdef class FastWin:
             self.access.push_back(accesses[i])
             self.atomics.push_back(atomics[i])
         self.mapped.resize(self.n, 0)
+        self.generation.resize(self.n, 0)
+        self.pins = [None] * self.n
         self.epoch.resize(self.n, 0)
         self.passive.resize(self.n, 0)
         self.dirty.resize(self.n, 0)
@@ -101,11 +105,16 @@ cdef class FastWin:
         self._access = None
         self._lock_all = False
 
-    def set_ready(self, Py_ssize_t rank, str addr, uintptr_t mapped):
-        """Target rank is connected (and mapped at ``mapped``, or 0)."""
+    def set_ready(self, Py_ssize_t rank, str addr, uintptr_t mapped=0, keep=None, uint64_t generation=0):
+        """Target rank is connected, and mapped here at ``mapped`` (or 0);
+        ``keep`` (a RemotePin, or the shared segment's owner) keeps that
+        mapping while it is cached; ``generation`` is the engine's mapping
+        generation read before the pointer was taken, so that a change in
+        between shows as stale."""
         self.addr[rank] = addr.encode()
+        self.pins[rank] = keep
         self.mapped[rank] = mapped
-        self.generation = MappingGeneration(self.eng._h[0]) if mapped else self.generation
+        self.generation[rank] = generation
         self.ready[rank] = 1
 
     @property
@@ -167,6 +176,8 @@ cdef class FastWin:
         self.fence_open = False
         self.fence_word.clear()
         self.fence_stalled = None
+        self.fence_pins = None
+        self.pins = None
 
     def mark_dirty(self, Py_ssize_t rank, str addr, keep=None):
         """Engine operations to rank (at engine ``addr``) were posted;
@@ -232,8 +243,9 @@ cdef class FastWin:
     cdef inline char *_direct(self, Py_ssize_t r):
         if self.mapped[r] == 0:
             return NULL
-        if MappingGeneration(self.eng._h[0]) != self.generation:
+        if MappingGeneration(self.eng._h[0]) != self.generation[r]:
             self.mapped[r] = 0  # stale: the Python layer looks it up again
+            self.pins[r] = None
             self.ready[r] = 0
             return NULL
         return <char *>self.mapped[r]
@@ -372,7 +384,7 @@ cdef class FastWin:
         raise error_for(st, f"{what} to rank {r} of window {self.label}{detail}: "
                             f"{LastError().decode(errors='replace')}")
 
-    def set_fence_barrier(self, Py_ssize_t me, words, stalled, long modes):
+    def set_fence_barrier(self, Py_ssize_t me, words, stalled, long modes, keep=None):
         """Fence synchronizes through the mapped counters ``words`` (one
         address per rank, ``me`` this rank's) instead of an MPI barrier, and
         takes the assertions in ``modes`` in C. ``stalled(missing,
@@ -384,6 +396,7 @@ cdef class FastWin:
             self.fence_word.push_back(<uint64_t *><uintptr_t>w)
         self.me = me
         self.fence_stalled = stalled
+        self.fence_pins = keep  # the RemotePins under words: they stay mapped while Fence reads them
 
     cpdef bint fence(self, object assertion) except *:
         """Fence inside a run of fence epochs (the common case: the previous

@@ -376,21 +376,28 @@ class WindowCore:
         hand t to the hot path, with a direct pointer when t is mapped here."""
         if self.fast.is_ready(t.rank) or self.flavor == C.WIN_FLAVOR_DYNAMIC or not _engine.HAS_EXTENSIONS:
             return  # (the hot path posts with the engine's extensions; vendor HIXL has none)
-        self.fast.set_ready(t.rank, t.addr, self.mapped(t))
+        addr = t.addr  # connects first: a new peer changes the generation
+        generation = self.engine.mapping_generation()  # before the pointer: a change after it shows
+        ptr, keep = self.mapped(t)
+        self.fast.set_ready(t.rank, addr, ptr, keep, generation)
 
     def mapped(self, t):
-        """Where t's window memory is mapped into this process, or 0: its
-        part of the shared segment, or same-node engine memory."""
+        """(address, keeper) where t's window memory is mapped into this
+        process -- its part of the shared segment, or same-node engine
+        memory -- or (0, None). While the keeper (a RemotePin, or the
+        segment's owner) lives, the address stays mapped: views and cached
+        pointers never fault, whatever happens to t."""
         if not t.size or t.mem_type != _engine.MEM_HOST or self.flavor == C.WIN_FLAVOR_DYNAMIC:
-            return 0
+            return 0, None
         if self.segment is not None:
-            return self.segment.pointer(t.rank)
+            return self.segment.pointer(t.rank), self.segment.keeper
         if not _engine.HAS_EXTENSIONS:
-            return 0
+            return 0, None
         try:
-            return self.engine.remote_ptr(t.addr, t.base, t.size)
+            pin = self.engine.pin_remote(t.addr, t.base, t.size)
         except HixlError:
-            return 0  # not on this node, or not UCX-allocated: the engine moves it
+            return 0, None  # not on this node, or not UCX-allocated: the engine moves it
+        return pin.addr, pin
 
     def flush_target(self, t):
         if self.fast.is_dirty(t.rank):

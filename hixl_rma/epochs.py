@@ -89,16 +89,18 @@ class Sync:
         if self.fence_mode == "mpi":
             _rt.barrier(comm.comm, timeout, comm.world_ranks)
             return
-        words = self._fence_words()
-        if _rt.allreduce_and(comm.comm, words is not None, timeout, comm.world_ranks):
-            w.fast.set_fence_barrier(comm.rank, words, self._fence_stalled, _FENCE_MODES)
+        found = self._fence_words()
+        if _rt.allreduce_and(comm.comm, found is not None, timeout, comm.world_ranks):
+            words, pins = found
+            w.fast.set_fence_barrier(comm.rank, words, self._fence_stalled, _FENCE_MODES, pins)
             self.fence_mode = "shared"
         else:
             self.fence_mode = "mpi"
 
     def _fence_words(self):
-        """The address here of every rank's fence counter, or None when a
-        rank's control block cannot be mapped (another node, vendor HIXL)."""
+        """(the address here of every rank's fence counter, the pins that
+        keep them mapped), or None when a rank's control block cannot be
+        mapped (another node, vendor HIXL)."""
         w = self.w
         st = w.rt
         if not _engine.HAS_EXTENSIONS or not config.shared_fence():
@@ -106,16 +108,17 @@ class Sync:
         if not st.same_node(w.comm.world_ranks):
             return None
         off = CTRL.fence_offset(w.comm.size)
-        words = []
+        words, pins = [], []
         for t in w.targets:
             if t is w.me:
                 words.append(w.ctrl.ctypes.data + off)
                 continue
             try:
-                words.append(w.engine.remote_ptr(t.addr, t.ctrl + off, 8))
+                pins.append(w.engine.pin_remote(t.addr, t.ctrl + off, 8))  # mapped while Fence reads it
             except HixlError:
                 return None
-        return words
+            words.append(pins[-1].addr)
+        return words, pins
 
     def _fence_stalled(self, missing, timed_out):
         """Fence waits for ``missing`` (window ranks): give up when one is

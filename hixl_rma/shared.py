@@ -24,9 +24,12 @@ _FAILED = -1
 class Segment:
     """The shared segment as this rank sees it."""
 
-    def __init__(self, engine, base, offsets, sizes, own, segment):
+    def __init__(self, engine, base, offsets, sizes, own, segment, pin=None):
         self._engine = engine
         self.base = base            # the segment's address in this process
+        # What keeps the segment mapped here (views of it hold it): rank 0's
+        # allocation, or the other ranks' pin of it.
+        self.keeper = pin if pin is not None else segment
         self.offsets = offsets      # byte offset of each rank's part
         self.sizes = sizes
         self.own = own              # this rank's registration of its part (None if empty)
@@ -74,9 +77,11 @@ def allocate(comm, st, size, noncontig):
                    comm.world_ranks)
     base = int(where[0])
     ok = bool(base)
+    pin = None
     if ok and comm.rank != 0:
         try:
-            base = eng.remote_ptr(st.connect(comm.world_ranks[0]), int(where[0]), total)
+            pin = eng.pin_remote(st.connect(comm.world_ranks[0]), int(where[0]), total)
+            base = pin.addr
         except HixlError:
             ok = False  # not mapped here: another node, or no shared-memory transport
     if not _rt.allreduce_and(comm.comm, ok, st.timeout_ms, comm.world_ranks):
@@ -86,4 +91,4 @@ def allocate(comm, st, size, noncontig):
     own = segment
     if comm.rank != 0 and size:
         own = eng.register_mem_addr(base + int(offsets[comm.rank]), size, _engine.MEM_HOST)
-    return Segment(eng, base, offsets, sizes, own, segment)
+    return Segment(eng, base, offsets, sizes, own, segment, pin)

@@ -189,7 +189,7 @@ class Win(_engine.WinBase):
         t = w.targets[rank]
         if rank == w.comm.rank:
             return self.tomemory(), t.disp_unit
-        ptr = w.mapped(t)
+        ptr, keep = w.mapped(t)
         if not ptr:
             if w.flavor == C.WIN_FLAVOR_SHARED and t.size:
                 raise UnsupportedError(
@@ -197,7 +197,9 @@ class Win(_engine.WinBase):
                     f"this process (Allocate_shared needs every rank on one node and a shared-memory "
                     f"transport)", error_class=MPI.ERR_RMA_SHARED)
             return MPI.buffer.fromaddress(0, 0), t.disp_unit
-        return MPI.buffer.fromaddress(ptr, t.size), t.disp_unit
+        # A view of the keeper (the mapping lives as long as the view).
+        start = ptr - keep.addr
+        return MPI.buffer(memoryview(keep)[start:start + t.size]), t.disp_unit
 
     @property
     def group(self):

@@ -424,7 +424,7 @@ Status DataPlane::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t 
   return SUCCESS;
 }
 
-Status DataPlane::RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr) {
+Status DataPlane::RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr, void **pin) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
@@ -444,8 +444,11 @@ Status DataPlane::RemotePtr(const std::string &remote, uintptr_t addr, size_t le
   if (where[0] == nullptr || where[0]->mapped == nullptr)
     return Fail(UNSUPPORTED, "RemotePtr: " + Range(addr, len) + " of " + remote + " is not mapped into this process");
   ptr = where[0]->mapped + (addr - where[0]->addr);
+  if (pin != nullptr) *pin = new std::shared_ptr<RemoteKey>(where[0]->rkey);
   return SUCCESS;
 }
+
+void DataPlane::ReleasePin(void *pin) { delete static_cast<std::shared_ptr<RemoteKey> *>(pin); }
 
 Status DataPlane::SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms) {
   PeerPtr peer;

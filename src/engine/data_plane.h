@@ -51,7 +51,11 @@ class DataPlane {
   Status Flush(const std::string &remote, int32_t timeout_ms);
   Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
                 uint64_t *result, int32_t timeout_ms);
-  Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr);
+  /** @brief The address here of a peer's mapped range; with ``pin``, also a
+   *  reference to the region's remote key (which the mapping lives by, and
+   *  which holds its endpoint), for ReleasePin. */
+  Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr, void **pin);
+  static void ReleasePin(void *pin);
   Status SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms);
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
   /** @brief Fill in the counters this plane keeps (bytes, blocks, atomics, notifies sent, vectored calls). */

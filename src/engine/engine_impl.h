@@ -77,7 +77,10 @@ class HixlImpl {
   }
   Status Flush(const std::string &remote, int32_t timeout_ms) { return data_.Flush(remote, timeout_ms); }
   Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr) {
-    return data_.RemotePtr(remote, addr, len, ptr);
+    return data_.RemotePtr(remote, addr, len, ptr, nullptr);
+  }
+  Status PinRemote(const std::string &remote, uintptr_t addr, size_t len, void *&ptr, void *&pin) {
+    return data_.RemotePtr(remote, addr, len, ptr, &pin);
   }
   Status GetStats(ext::Stats &stats);
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats) { return data_.GetPeerStats(remote, stats); }

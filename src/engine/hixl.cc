@@ -112,6 +112,13 @@ Status RemotePtr(Hixl &e, const AscendString &remote, uintptr_t remote_addr, siz
   HIXL_EXT_FORWARD(e, RemotePtr(remote.GetString(), remote_addr, len, ptr));
 }
 
+Status PinRemote(Hixl &e, const AscendString &remote, uintptr_t remote_addr, size_t len, void *&ptr,
+                 void *&pin) {
+  HIXL_EXT_FORWARD(e, PinRemote(remote.GetString(), remote_addr, len, ptr, pin));
+}
+
+void ReleasePin(void *pin) { engine::DataPlane::ReleasePin(pin); }
+
 uint64_t MappingGeneration(Hixl &e) { return ImplOf(e)->mapping_generation(); }
 
 Status GetStats(Hixl &e, Stats &stats) { HIXL_EXT_FORWARD(e, GetStats(stats)); }

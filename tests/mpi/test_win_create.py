@@ -382,6 +382,33 @@ def test_shared_query_on_every_flavor(comm, rank, left, right, flavor):
                                         rank, rank])
 
 
+def test_shared_query_view_outlives_the_window(comm, rank, right):
+    """A Shared_query view of a peer's memory keeps that mapping alive: after
+    both ranks freed the window and every engine flushed (which releases the
+    retired remote keys), loads and stores through the view reach memory
+    nobody uses any more instead of faulting."""
+    win = Win.Allocate(64, 8, comm=comm)
+    np.frombuffer(win.tomemory(), np.int64)[:] = rank
+    win.Fence()
+    view, _ = win.Shared_query(right)
+    win.Fence()
+    mapped = len(memoryview(view)) == 64
+    win.Free()
+    st = hixl_rma.runtime.runtime()
+    barrier(comm)
+    for w in range(st.size):
+        if w in st.connected:
+            st.engine.flush(st.addresses[w], 5000)  # retired keys go here, but for the view's
+    barrier(comm)
+    if mapped:
+        arr = np.frombuffer(view, np.int64)
+        seen = int(arr[1])
+        arr[0] = 5  # a store into what the peer let go: no fault
+        assert seen == right
+    else:
+        assert not _shared_memory_transports() or not one_node([right]) or comm.Get_size() == 1
+
+
 # ------------------------------------------------------------- Create_dynamic
 
 @pytest.mark.core

@@ -118,6 +118,19 @@ Status RemotePtr(Hixl &engine, const AscendString &remote_engine, uintptr_t remo
                  size_t len, void *&ptr);
 
 /**
+ * @brief RemotePtr, and the mapping stays valid until ReleasePin(pin),
+ *        whatever happens meanwhile to the region or the peer (withdrawn,
+ *        dead, disconnected): loads and stores through it never fault;
+ *        after the peer let go of the region they reach memory it no
+ *        longer reads.
+ */
+Status PinRemote(Hixl &engine, const AscendString &remote_engine, uintptr_t remote_addr, size_t len,
+                 void *&ptr, void *&pin);
+
+/** @brief Release a pin of PinRemote (null: nothing); any thread. */
+void ReleasePin(void *pin);
+
+/**
  * @brief A counter that changes whenever a pointer from RemotePtr may have
  *        become invalid (a peer region withdrawn or a peer dropped). Cheap:
  *        callers caching direct pointers compare it before each use.

@@ -1,6 +1,7 @@
 """Helpers of the tests that start processes (mpiexec jobs, interpreters)."""
 import importlib.util
 import os
+import textwrap
 import pathlib
 import signal
 import subprocess
@@ -30,3 +31,18 @@ def simhosts():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+#: For the scripts the fault tests start: ``attempt(name, fn)`` runs fn and
+#: reports its outcome and duration through the script's own ``out``.
+ATTEMPT = textwrap.dedent('''
+    def attempt(name, fn):
+        t0 = time.monotonic()
+        try:
+            fn()
+            out(name, "OK", f"{time.monotonic() - t0:.3f}")
+        except hixl_rma.HixlError as exc:
+            out(name, type(exc).__name__, f"{time.monotonic() - t0:.3f}", "|", str(exc).replace("\\n", " "))
+        except BaseException as exc:  # anything else is a test failure
+            out(name, "UNEXPECTED:" + type(exc).__name__, f"{time.monotonic() - t0:.3f}", "|", exc)
+''')

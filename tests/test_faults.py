@@ -61,15 +61,7 @@ SCRIPT = textwrap.dedent(r'''
     def out(*words):
         print("RESULT", *words, flush=True)
 
-    def attempt(name, fn):
-        t0 = time.monotonic()
-        try:
-            fn()
-            out(name, "OK", f"{time.monotonic() - t0:.3f}")
-        except hixl_rma.HixlError as exc:
-            out(name, type(exc).__name__, f"{time.monotonic() - t0:.3f}", "|", str(exc).replace("\n", " "))
-        except BaseException as exc:  # anything else is a test failure
-            out(name, "UNEXPECTED:" + type(exc).__name__, f"{time.monotonic() - t0:.3f}", "|", exc)
+''') + procutil.ATTEMPT + textwrap.dedent(r'''
 
     def die():
         sys.stdout.flush()

@@ -32,15 +32,7 @@ SCRIPT = textwrap.dedent(r'''
     def out(name, *words):
         print("RESULT", f"{name}@{rank}", *words, file=log, flush=True)
 
-    def attempt(name, fn):
-        t0 = time.monotonic()
-        try:
-            fn()
-            out(name, "OK", f"{time.monotonic() - t0:.3f}")
-        except hixl_rma.HixlError as exc:
-            out(name, type(exc).__name__, f"{time.monotonic() - t0:.3f}", "|", str(exc).replace("\n", " "))
-        except BaseException as exc:
-            out(name, "UNEXPECTED:" + type(exc).__name__, f"{time.monotonic() - t0:.3f}", "|", exc)
+''') + procutil.ATTEMPT + textwrap.dedent(r'''
 
     buf = np.zeros(8, np.int64)
     win = Win.Create(buf, disp_unit=8, comm=comm)

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 import hixl_rma
-from hixl_rma import READ, WRITE
+from hixl_rma import WRITE
 from hixl_rma.errors import HixlError, ParamError, UnsupportedError
+from test_security import fields  # the control protocol's length-prefixed fields
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,15 +41,6 @@ def frame(type_, payload=b"", req_id=0):
 
 def field(b):
     return struct.pack("<I", len(b)) + b
-
-
-def fields(payload):
-    out = []
-    while payload:
-        (n,) = struct.unpack_from("<I", payload)
-        out.append(payload[4:4 + n])
-        payload = payload[4 + n:]
-    return out
 
 
 def proof(role, client_nonce, server_nonce, port):

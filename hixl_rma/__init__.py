@@ -20,7 +20,7 @@ from .request import Request  # noqa: E402
 from .runtime import Finalize, Init, Is_initialized  # noqa: E402
 from .win import Get_address, Win  # noqa: E402
 from .hixl_api import (  # noqa: E402
-    DeregisterMemory, Fence, Get, GetRank, GetSize, GetWorldCommunicator, MemoryHandle, Put,
+    Connect, DeregisterMemory, Fence, Get, GetRank, GetSize, GetWorldCommunicator, MemoryHandle, Put,
     RegisterMemory)
 from .hixl_api import Finalize  # noqa: E402,F811  (also deregisters HIXL-style handles)
 from .ops import (BAND, BOR, BXOR, LAND, LOR, LXOR, MAX, MAXLOC, MIN, MINLOC, NO_OP, PROD,  # noqa: E402

@@ -48,6 +48,23 @@ def GetSize(comm=None):
     return as_communicator(comm).size
 
 
+def Connect(ranks=None, comm=None):
+    """Connect this rank's engine to those of ``ranks`` of ``comm`` (world
+    by default; every other rank when ``ranks`` is None), as a server does
+    once at start-up: the handshake, the UCX endpoint and the peer's memory
+    table -- with the regions of every window made so far, mapped here when
+    they can be -- are paid now instead of by the first transfer. Not
+    collective; idempotent; each connection bounded by the timeout."""
+    st = _rt.runtime()
+    comm = as_communicator(comm)
+    if ranks is None:
+        ranks = [r for r in range(comm.size) if r != comm.rank]
+    for r in ranks:
+        world = comm.world_ranks[comm.check_rank(r, "Connect")]
+        if world != st.rank:
+            st.connect(world)
+
+
 def RegisterMemory(buf, mem_type=C.MEMORY_HOST, access=C.ACCESS_READ_WRITE, comm=None):
     """Register ``buf`` on every rank of ``comm`` (collective); accessible at once."""
     comm = as_communicator(comm)

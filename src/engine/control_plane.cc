@@ -438,10 +438,17 @@ Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms) {
   HostIdentity identity;
   if (!c.bytes(worker_addr, kMaxWorkerAddressLen) || !identity.Decode(c))
     return Fail(FAILED, "Connect to " + remote + ": malformed handshake");
+  UniqueFd pidfd;
+  PidCheck held = PidCheck::UNKNOWN;
   if (HostIdentity::Self().SharesPidsWith(identity)) {
     // The pid is used for cma into that process: it must be the one at the
-    // other end of this (authenticated) connection.
-    if (PidHoldsPeerEnd(static_cast<pid_t>(identity.pid), sock.get()) == PidCheck::OTHER)
+    // other end of this (authenticated) connection. The pidfd is opened
+    // first, so one look at the process's sockets proves both that it holds
+    // the connection and (while the pidfd stays alive) that the pid still
+    // names it.
+    pidfd = OpenPidFd(identity.pid);
+    held = PidHoldsPeerEnd(static_cast<pid_t>(identity.pid), sock.get());
+    if (held == PidCheck::OTHER)
       return Fail(FAILED, "Connect to " + remote + ": the engine claims pid " + std::to_string(identity.pid) +
                               ", which does not hold its end of the connection");
   }
@@ -451,7 +458,7 @@ Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms) {
     return FromUcs(s, "Connect to " + remote + ": ucp_ep_create failed");
   }
   st = DecodeTable(*peer, peer->ep, c, {}, peer->regions);
-  if (st == SUCCESS) EnableCma(*peer, identity, sock.get());
+  if (st == SUCCESS) EnableCma(*peer, identity, std::move(pidfd), held);
   {
     std::lock_guard<std::mutex> lk(mu_);
     if (st == SUCCESS && peers_.count(remote)) st = Fail(ALREADY_CONNECTED, "Connect: already connected to " + remote);
@@ -472,15 +479,14 @@ Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms) {
   return Fail(st, keep);
 }
 
-void ControlPlane::EnableCma(Peer &peer, const HostIdentity &id, int fd) {
+void ControlPlane::EnableCma(Peer &peer, const HostIdentity &id, UniqueFd pidfd, PidCheck held) {
   if (options_.cma == CmaMode::OFF || !HostIdentity::Self().SharesPidsWith(id)) return;
   // The pidfd pins the identity of the process that just answered the
-  // handshake: once it exits, its pid may name another process. Checked
-  // again now that the pidfd is open: the process it names holds the
-  // connection (and so is the one that proved the token).
-  peer.pidfd = OpenPidFd(id.pid);
-  if (!PidAlive(peer.pidfd.get())) return;
-  if (PidHoldsPeerEnd(static_cast<pid_t>(id.pid), fd) != PidCheck::HOLDS || !PidAlive(peer.pidfd.get())) return;
+  // handshake: once it exits, its pid may name another process. It was
+  // opened before the check that the process holds the connection (and so
+  // is the one that proved the token); alive now, it still names that one.
+  if (held != PidCheck::HOLDS || !PidAlive(pidfd.get())) return;
+  peer.pidfd = std::move(pidfd);
   peer.pid = id.pid;
   peer.cma = true;
 }

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "hixl/hixl_ext.h"
+#include "auth.h"
 #include "hixl/hixl_types.h"
 #include "options.h"
 #include "peer.h"
@@ -143,7 +144,7 @@ class ControlPlane {
   void MarkDead(const PeerPtr &peer, const std::string &why);
   void ClosePeerFd(Peer &peer);
   void RunPendingCloses();
-  void EnableCma(Peer &peer, const HostIdentity &id, int fd);
+  void EnableCma(Peer &peer, const HostIdentity &id, UniqueFd pidfd, PidCheck held);
   void TeardownPeer(const PeerPtr &peer, Deadline deadline);
   /** @brief Retire a key dropped from a peer's table (its table_mu held exclusively). */
   void Retire(Peer &peer, std::shared_ptr<RemoteKey> key);

@@ -2,6 +2,8 @@
 RegisterMemory (no epochs to open), Put/Get with byte offsets, Fence(comm),
 access modes, DeregisterMemory, sub-communicators.
 """
+import time
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -184,3 +186,28 @@ def test_sub_communicator_from_split(comm, rank, size):
         writer = (me - 1) % n
         np.testing.assert_array_equal(got, [members[writer], writer])
     assert results[0][2] == size - 1 - rank
+
+
+def test_connect_up_front(comm, rank, size, right):
+    """Connect pays a peer's first contact at start-up: afterwards every rank
+    is connected (no transfer made), a first Notify is quick, a second
+    Connect does nothing, and a bad rank is refused naming the call."""
+    st = hixl_rma.runtime.runtime()
+    buf = np.zeros(8, np.int64)
+    win = hixl_rma.Win.Create(buf, 8, comm=comm)
+    hixl.Connect(comm=comm)
+    connected = set(st.connected)
+    hixl.Connect([right], comm)  # idempotent
+    with pytest.raises(ParamError, match="Connect"):
+        hixl.Connect([size], comm)
+    win.Lock(right)
+    t0 = time.monotonic()
+    win.Notify(right, 3)
+    first_notify = time.monotonic() - t0
+    win.Unlock(right)
+    got = win.Wait_notify(3)
+    barrier(comm)
+    win.Free()
+    assert connected >= {r for r in range(size) if r != rank}
+    assert got == ((rank - 1) % size, 3)
+    assert first_notify < 0.5  # connected already: no handshake in the first RMA call

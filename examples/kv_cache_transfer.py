@@ -25,13 +25,49 @@ import hixl_rma
 
 def parse(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--layers", type=int, default=32)
-    p.add_argument("--blocks", type=int, default=64, help="KV blocks per layer (each has a K and a V part)")
-    p.add_argument("--block-kib", type=int, default=64)
+    p.add_argument("--layers", type=int, default=None, help="layers (default 32)")
+    p.add_argument("--blocks", type=int, default=None,
+                   help="KV blocks per layer, each with a K and a V part (default 64; seed: 32)")
+    p.add_argument("--block-kib", type=int, default=None, help="bytes of a block in KiB (default 64; seed: 256)")
     p.add_argument("--mode", choices=("put", "get"), default="put")
     p.add_argument("--compare", choices=("mpi",), default=None)
     p.add_argument("--seed", type=int, default=7)
-    return p.parse_args(argv)
+    p.add_argument("--compute-ms", type=float, default=0.0,
+                   help="prefill computes this long per layer (a numpy kernel) before it sends the layer")
+    p.add_argument("--preset", choices=("seed",), default=None,
+                   help="seed: the HIXL material's experiment (512 tokens x 32 layers x 32 heads x 128 dims, "
+                        "K and V, 4 bytes) on every implementation, as one table")
+    args = p.parse_args(argv)
+    # seed: K (or V) of one layer is 32 heads x (512 tokens x 128 dims x 4 bytes) = 32 blocks of 256 KiB.
+    defaults = (32, 32, 256) if args.preset == "seed" else (32, 64, 64)
+    for name, value in zip(("layers", "blocks", "block_kib"), defaults):
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+def compute(ms):
+    """Prefill's work on a layer: ``ms`` of real computation (float32
+    matrix products), not a sleep."""
+    if ms <= 0:
+        return
+    a = np.full((128, 128), 1.0 / 128, np.float32)
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        a = a @ a + np.float32(1.0 / 128)
+        a *= np.float32(0.5)
+
+
+class Clock:
+    """Wall time and this process's CPU time (every thread: progress and
+    helper threads count) since the timed part began."""
+
+    def __init__(self):
+        self.wall, self.cpu = time.monotonic(), time.process_time()
+
+    def share(self):
+        """CPU time over wall time: the fraction of one core used."""
+        return (time.process_time() - self.cpu) / max(time.monotonic() - self.wall, 1e-9)
 
 
 class Layout:
@@ -92,9 +128,12 @@ def run_hixl(args, lay, comm, peer, prefill, sums):
     # be). No transfer before the timed part.
     hixl_rma.Connect([peer], comm)
     comm.Barrier()
-    t0 = time.monotonic()
+    clock = Clock()
+    t0 = clock.wall
     arrivals, ok = [], True
     for i in range(lay.layers):
+        if prefill:
+            compute(args.compute_ms)
         if prefill and args.mode == "put":
             # One batch per layer into decode's slots, notified once it landed.
             win.Put_batch((kv[i], offsets), peer, lay.table[i] * nb, tag=i)
@@ -111,12 +150,16 @@ def run_hixl(args, lay, comm, peer, prefill, sums):
                 got = pulled[i]
             arrivals.append(time.monotonic() - t0)
             ok &= checksum(got) == sums[i]
+    cpu = clock.share() if not prefill else None
+    if prefill:
+        win.Flush(peer)  # the last layer landed: prefill's part is done
+        cpu = clock.share()
     win.Unlock_all()
     comm.Barrier()
     if not prefill:
         ok &= verify(lay, (lambda i: cache[lay.table[i]]) if args.mode == "put" else (lambda i: pulled[i]))
     win.Free()
-    return arrivals, ok
+    return arrivals, ok, cpu
 
 
 def run_mpi(args, lay, comm, peer, prefill, sums):
@@ -133,9 +176,12 @@ def run_mpi(args, lay, comm, peer, prefill, sums):
         pulled = np.ones((lay.layers, lay.per_layer, nb), np.uint8)
     win.Fence()
     comm.Barrier()
-    t0 = time.monotonic()
+    clock = Clock()
+    t0 = clock.wall
     arrivals, ok = [], True
     for i in range(lay.layers):
+        if prefill:
+            compute(args.compute_ms)
         if prefill and args.mode == "put":
             for j, slot in enumerate(lay.table[i]):
                 win.Put(kv[i, j], peer, int(slot) * nb)
@@ -151,20 +197,56 @@ def run_mpi(args, lay, comm, peer, prefill, sums):
             got = cache[lay.table[i]] if args.mode == "put" else pulled[i]
             arrivals.append(time.monotonic() - t0)
             ok &= checksum(got) == sums[i]
+    cpu = clock.share()
     win.Fence(MPI.MODE_NOSUCCEED)
     if not prefill:
         ok &= verify(lay, (lambda i: cache[lay.table[i]]) if args.mode == "put" else (lambda i: pulled[i]))
     win.Free()
     MPI.Free_mem(mem)
-    return arrivals, ok
+    return arrivals, ok, cpu
 
 
-def report(name, args, lay, arrivals, ok):
+def run_sendrecv(args, lay, comm, peer, prefill, sums):
+    """mpi4py two-sided: prefill sends each layer (K and V blocks in one
+    message), decode receives it and places the blocks at their slots."""
+    nb = lay.block_bytes
+    if prefill:
+        kv = lay.produce()
+    else:
+        cache = np.zeros((lay.slots, nb), np.uint8)
+        layer = np.ones((lay.per_layer, nb), np.uint8)
+    comm.Barrier()
+    clock = Clock()
+    t0 = clock.wall
+    arrivals, ok, reqs = [], True, []
+    for i in range(lay.layers):
+        if prefill:
+            compute(args.compute_ms)
+            reqs.append(comm.Isend(kv[i], dest=peer, tag=i))
+        else:
+            comm.Recv(layer, source=peer, tag=i)
+            cache[lay.table[i]] = layer  # into the paged cache
+            arrivals.append(time.monotonic() - t0)
+            ok &= checksum(cache[lay.table[i]]) == sums[i]
+    MPI.Request.Waitall(reqs)
+    cpu = clock.share()
+    comm.Barrier()
+    if not prefill:
+        ok &= verify(lay, lambda i: cache[lay.table[i]])
+    return arrivals, ok, cpu
+
+
+def report(name, mode, args, lay, arrivals, ok, cpus):
     total = lay.nbytes
     last = arrivals[-1]
-    print(f"{name:>9}  mode={args.mode}  {lay.layers} layers x {lay.per_layer} blocks x {args.block_kib} KiB = "
+    extra = ""
+    if args.compute_ms > 0:
+        alone = lay.layers * args.compute_ms
+        extra = (f"  compute alone {alone:7.2f} ms ({(last * 1e3) / alone:4.2f}x)")
+    print(f"{name:>9}  mode={mode}  {lay.layers} layers x {lay.per_layer} blocks x {args.block_kib} KiB = "
           f"{total / 2**20:.1f} MiB  {total / last / 1e9:6.2f} GB/s  first layer {arrivals[0] * 1e3:7.2f} ms  "
-          f"last layer {last * 1e3:7.2f} ms  verification: {'PASSED' if ok else 'FAILED'}")
+          f"last layer {last * 1e3:7.2f} ms  CPU prefill {100 * cpus[0]:5.1f} % decode {100 * cpus[1]:5.1f} %"
+          f"{extra}  verification: {'PASSED' if ok else 'FAILED'}")
 
 
 def main(argv=None):
@@ -185,14 +267,20 @@ def main(argv=None):
         peer = 1 - sub.Get_rank()
         # Decode checks each layer on arrival against prefill's checksums.
         sums = sub.bcast([checksum(lay.layer(i)) for i in range(lay.layers)] if prefill else None, root=0)
-        runs = [("hixl_rma", run_hixl)] + ([("mpi4py", run_mpi)] if args.compare == "mpi" else [])
-        for name, fn in runs:
-            results[name] = fn(args, lay, sub, peer, prefill, sums)
-        if not prefill:
-            for name, (arrivals, ok) in results.items():
-                report(name, args, lay, arrivals, ok)
+        if args.preset == "seed":
+            runs = [("hixl_rma", "put", run_hixl), ("hixl_rma", "get", run_hixl),
+                    ("mpi4py", "send", run_sendrecv), ("mpi4py", "put", run_mpi)]
+        else:
+            runs = [("hixl_rma", args.mode, run_hixl)] + (
+                [("mpi4py", args.mode, run_mpi)] if args.compare == "mpi" else [])
+        for name, mode, fn in runs:
+            arrivals, ok, cpu = fn(argparse.Namespace(**{**vars(args), "mode": mode}), lay, sub, peer, prefill, sums)
+            cpus = sub.gather(cpu, root=1)  # [prefill's, decode's]
+            results[(name, mode)] = ok
+            if not prefill:
+                report(name, mode, args, lay, arrivals, ok, cpus)
         sub.Free()
-    ok = all(ok for _, ok in results.values())
+    ok = all(results.values())
     return 0 if comm.allreduce(ok, op=MPI.LAND) else 1
 
 

@@ -92,6 +92,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&)
     Status PinRemote(Hixl &, const AscendString &, uintptr_t, size_t, void *&, void *&)
     void ReleasePin(void *)
+    Status RefreshPeer(Hixl &, const AscendString &, int32_t)
     uint64_t MappingGeneration(Hixl &)
     Status GetStats(Hixl &, Stats &)
     Status GetPeerStats(Hixl &, const AscendString &, PeerStats &)
@@ -771,6 +772,16 @@ cdef class Engine:
         cdef RemotePin out = RemotePin.__new__(RemotePin)
         out._pin, out.addr, out.length = pin, <uintptr_t>p, n
         return out
+
+    def refresh(self, remote, timeout_ms=None):
+        """Fetch a connected peer's memory table again now (RefreshPeer)."""
+        self._alive()
+        cdef AscendString cr = _remote(remote)
+        cdef int32_t tmo = _timeout(timeout_ms)
+        cdef Status st
+        with nogil:
+            st = RefreshPeer(self._h[0], cr, tmo)
+        _check(st, f"RefreshPeer({remote!r})")
 
     def mapping_generation(self):
         """The engine's mapping generation: it changes whenever a pointer

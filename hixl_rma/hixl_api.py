@@ -54,14 +54,19 @@ def Connect(ranks=None, comm=None):
     once at start-up: the handshake, the UCX endpoint and the peer's memory
     table -- with the regions of every window made so far, mapped here when
     they can be -- are paid now instead of by the first transfer. Not
-    collective; idempotent; each connection bounded by the timeout."""
+    collective; a rank connected already has its table fetched again (the
+    windows made since); each call bounded by the timeout."""
     st = _rt.runtime()
     comm = as_communicator(comm)
     if ranks is None:
         ranks = [r for r in range(comm.size) if r != comm.rank]
     for r in ranks:
         world = comm.world_ranks[comm.check_rank(r, "Connect")]
-        if world != st.rank:
+        if world == st.rank:
+            continue
+        if world in st.connected and _engine.HAS_EXTENSIONS:
+            st.engine.refresh(st.addresses[world], st.timeout_ms)  # windows made since the connection
+        else:
             st.connect(world)
 
 

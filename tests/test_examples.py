@@ -54,6 +54,8 @@ def test_example_runs_and_verifies(script, ranks):
     (2, ["--mode", "get"], 1),
     (2, ["--mode", "put", "--compare", "mpi"], 2),
     (3, ["--mode", "get"], 1),  # the odd rank sits out
+    (2, ["--mode", "put", "--compare", "mpi", "--compute-ms", "1"], 2),  # prefill computes per layer
+    (2, ["--preset", "seed"], 4),  # hixl put and get, mpi4py Send/Recv and MPI.Win (small sizes given)
 ])
 def test_kv_cache_transfer_small(ranks, extra, lines):
     cmd = [_mpiexec(), "-n", str(ranks), sys.executable, str(EXAMPLES / "kv_cache_transfer.py"),
@@ -66,3 +68,9 @@ def test_kv_cache_transfer_small(ranks, extra, lines):
     assert "FAILED" not in proc.stdout, out
     if "--compare" in extra:
         assert "hixl_rma" in proc.stdout and "mpi4py" in proc.stdout, out
+    assert proc.stdout.count("CPU prefill") == lines, out
+    if "--compute-ms" in extra:
+        assert proc.stdout.count("compute alone    4.00 ms") == lines, out
+    if "--preset" in extra:
+        for name_mode in ("hixl_rma  mode=put", "hixl_rma  mode=get", "mpi4py  mode=send", "mpi4py  mode=put"):
+            assert name_mode in proc.stdout, out

@@ -450,6 +450,13 @@ Status DataPlane::RemotePtr(const std::string &remote, uintptr_t addr, size_t le
 
 void DataPlane::ReleasePin(void *pin) { delete static_cast<std::shared_ptr<RemoteKey> *>(pin); }
 
+Status DataPlane::RefreshPeer(const std::string &remote, int32_t timeout_ms) {
+  PeerPtr peer;
+  Status st = LookupPeer(remote, peer);
+  if (st != SUCCESS) return st;
+  return control_.RefreshTable(peer, DeadlineIn(timeout_ms));
+}
+
 Status DataPlane::SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);

@@ -56,6 +56,7 @@ class DataPlane {
    *  which holds its endpoint), for ReleasePin. */
   Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr, void **pin);
   static void ReleasePin(void *pin);
+  Status RefreshPeer(const std::string &remote, int32_t timeout_ms);
   Status SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms);
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
   /** @brief Fill in the counters this plane keeps (bytes, blocks, atomics, notifies sent, vectored calls). */

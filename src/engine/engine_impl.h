@@ -82,6 +82,7 @@ class HixlImpl {
   Status PinRemote(const std::string &remote, uintptr_t addr, size_t len, void *&ptr, void *&pin) {
     return data_.RemotePtr(remote, addr, len, ptr, &pin);
   }
+  Status RefreshPeer(const std::string &remote, int32_t timeout_ms) { return data_.RefreshPeer(remote, timeout_ms); }
   Status GetStats(ext::Stats &stats);
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats) { return data_.GetPeerStats(remote, stats); }
 

@@ -119,6 +119,10 @@ Status PinRemote(Hixl &e, const AscendString &remote, uintptr_t remote_addr, siz
 
 void ReleasePin(void *pin) { engine::DataPlane::ReleasePin(pin); }
 
+Status RefreshPeer(Hixl &e, const AscendString &remote, int32_t timeout_in_millis) {
+  HIXL_EXT_FORWARD(e, RefreshPeer(remote.GetString(), timeout_in_millis));
+}
+
 uint64_t MappingGeneration(Hixl &e) { return ImplOf(e)->mapping_generation(); }
 
 Status GetStats(Hixl &e, Stats &stats) { HIXL_EXT_FORWARD(e, GetStats(stats)); }

@@ -211,3 +211,24 @@ def test_connect_up_front(comm, rank, size, right):
     assert connected >= {r for r in range(size) if r != rank}
     assert got == ((rank - 1) % size, 3)
     assert first_notify < 0.5  # connected already: no handshake in the first RMA call
+
+
+def test_connect_again_fetches_new_windows_up_front(comm, rank, size, right):
+    """Connect to a rank connected already fetches its memory table again
+    (the windows made since), so the first transfer into a new window does
+    not: the engine counts the table fetches."""
+    st = hixl_rma.runtime.runtime()
+    hixl.Connect(comm=comm)
+    buf = np.zeros(8, np.int64)
+    win = hixl_rma.Win.Create(buf, 8, comm=comm)
+    before = st.engine.stats()["table_refreshes"]
+    hixl.Connect(comm=comm)
+    fetched = st.engine.stats()["table_refreshes"] - before
+    win.Lock(right)
+    win.Put(np.full(1, rank, np.int64), right, 1)
+    win.Unlock(right)
+    after_put = st.engine.stats()["table_refreshes"] - before
+    barrier(comm)
+    win.Free()
+    assert fetched == size - 1 and after_put == fetched
+    assert buf[1] == (rank - 1) % size

@@ -127,6 +127,13 @@ Status RemotePtr(Hixl &engine, const AscendString &remote_engine, uintptr_t remo
 Status PinRemote(Hixl &engine, const AscendString &remote_engine, uintptr_t remote_addr, size_t len,
                  void *&ptr, void *&pin);
 
+/**
+ * @brief Fetch a connected peer's memory table again now (the regions it
+ *        registered since, mapped here when they can be), as a transfer
+ *        that misses would: a server that made new windows pays it up front.
+ */
+Status RefreshPeer(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in_millis);
+
 /** @brief Release a pin of PinRemote (null: nothing); any thread. */
 void ReleasePin(void *pin);
 

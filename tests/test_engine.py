@@ -728,6 +728,33 @@ def test_remote_ptr(pair):
         a.remote_ptr(b.address, h.addr + 4090, 8)
 
 
+@pytest.mark.skipif(not DIRECT, reason="UCX_TLS excludes shared memory: nothing is mapped")
+def test_pinned_mapping_outlives_the_region_and_the_connection(pair):
+    """A RemotePin keeps its mapping: after the owner deregistered the
+    region, the origin flushed (which releases withdrawn keys) and even
+    disconnected, loads and stores through the pin still work (into memory
+    nobody uses any more) instead of faulting; an unmapped range is refused."""
+    a, b = pair
+    h = b.alloc_mem(4096)
+    np.frombuffer(h, dtype=np.uint8)[:] = 7
+    pin = a.pin_remote(b.address, h.addr, 4096)
+    view = np.frombuffer(pin, dtype=np.uint8)
+    assert pin.length == 4096 and view[100] == 7
+    view[0] = 9
+    assert np.frombuffer(h, dtype=np.uint8)[0] == 9  # the same memory while it is registered
+    b.deregister_mem(h)
+    a.flush(b.address, 2000)
+    a.disconnect(b.address)
+    view[1] = 3  # no fault: the pin holds the mapping
+    assert view[1] == 3 and view[100] == 7
+    del view, pin
+    reg = np.zeros(64, dtype=np.uint8)
+    b.register_mem(reg)
+    a.connect(b.address)
+    with pytest.raises(UnsupportedError, match="not mapped"):
+        a.pin_remote(b.address, addr(reg), 8)
+
+
 # -------------------------------------------------------- connections
 
 def test_connect_closed_port_fails_fast():

@@ -34,6 +34,9 @@ def parse(argv):
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--compute-ms", type=float, default=0.0,
                    help="prefill computes this long per layer (a numpy kernel) before it sends the layer")
+    p.add_argument("--fan", choices=("pairs", "1to2", "2to1"), default="pairs",
+                   help="pairs: (0,1), (2,3), ...; 1to2: rank 0 fills the caches of ranks 1 and 2; 2to1: "
+                        "ranks 0 and 1 fill rank 2's cache, each with half of the layers (hixl_rma, put)")
     p.add_argument("--preset", choices=("seed",), default=None,
                    help="seed: the HIXL material's experiment (512 tokens x 32 layers x 32 heads x 128 dims, "
                         "K and V, 4 bytes) on every implementation, as one table")
@@ -236,6 +239,58 @@ def run_sendrecv(args, lay, comm, peer, prefill, sums):
     return arrivals, ok, cpu
 
 
+def run_fan(args, lay, comm, sums):
+    """One prefill into two decodes (1to2), or two prefills into one decode's
+    cache, alternate layers each (2to1), over hixl_rma.Win: Put_batch per
+    layer, notified; each decode verifies what it receives. Returns this
+    rank's {(prefill, decode): (arrivals, bytes)} and whether all it got is right."""
+    rank = comm.Get_rank()
+    prefills, decodes = ([0], [1, 2]) if args.fan == "1to2" else ([0, 1], [2])
+    owner = {i: prefills[i % len(prefills)] for i in range(lay.layers)}  # who sends layer i
+    nb = lay.block_bytes
+    offsets = np.stack([np.arange(lay.per_layer) * nb, np.full(lay.per_layer, nb)], axis=1)
+    win = hixl_rma.Win.Allocate(lay.nbytes if rank in decodes else 0, comm=comm)
+    if rank in prefills:
+        kv = lay.produce()
+    if rank in decodes:
+        cache = np.frombuffer(win.tomemory(), np.uint8).reshape(lay.slots, nb)
+    win.Lock_all(hixl_rma.MODE_NOCHECK)
+    hixl_rma.Connect(decodes if rank in prefills else prefills, comm)
+    comm.Barrier()
+    t0 = time.monotonic()
+    got, ok = {}, True
+    for i in range(lay.layers):
+        if rank == owner[i]:
+            for d in decodes:
+                win.Put_batch((kv[i], offsets), d, lay.table[i] * nb, tag=i)
+        elif rank in decodes:
+            win.Wait_notify(tag=i, source=owner[i])
+            arrivals, nbytes = got.setdefault((owner[i], rank), ([], 0))
+            arrivals.append(time.monotonic() - t0)
+            got[(owner[i], rank)] = (arrivals, nbytes + lay.per_layer * nb)
+            ok &= checksum(cache[lay.table[i]]) == sums[i]
+    win.Unlock_all()
+    comm.Barrier()
+    if rank in decodes:
+        ok &= verify(lay, lambda i: cache[lay.table[i]])
+    win.Free()
+    return got, ok
+
+
+def report_fan(args, lay, every):
+    """Per pair and in total, from every decode's {(prefill, decode): (arrivals, bytes)}."""
+    total, last = 0, 0.0
+    for pairs, ok in every:
+        for (p, d), (arrivals, nbytes) in sorted(pairs.items()):
+            total, last = total + nbytes, max(last, arrivals[-1])
+            print(f" hixl_rma  fan={args.fan}  rank {p} -> rank {d}  {len(arrivals)} layers  "
+                  f"{nbytes / 2**20:.1f} MiB  {nbytes / arrivals[-1] / 1e9:6.2f} GB/s  "
+                  f"first layer {arrivals[0] * 1e3:7.2f} ms  last layer {arrivals[-1] * 1e3:7.2f} ms  "
+                  f"verification: {'PASSED' if ok else 'FAILED'}")
+    print(f" hixl_rma  fan={args.fan}  total  {total / 2**20:.1f} MiB  {total / last / 1e9:6.2f} GB/s  "
+          f"last layer {last * 1e3:7.2f} ms")
+
+
 def report(name, mode, args, lay, arrivals, ok, cpus):
     total = lay.nbytes
     last = arrivals[-1]
@@ -258,6 +313,20 @@ def main(argv=None):
         return 2
     lay = Layout(args)
     hixl_rma.Init()  # collective over COMM_WORLD, before the pairs split off
+    if args.fan != "pairs":
+        if size < 3:
+            print(f"--fan {args.fan} needs 3 ranks (mpiexec -n 3 ...)", file=sys.stderr)
+            return 2
+        three = comm.Split(0 if rank < 3 else MPI.UNDEFINED, rank)  # ranks past the third sit out
+        ok = True
+        if three != MPI.COMM_NULL:
+            sums = three.bcast([checksum(lay.layer(i)) for i in range(lay.layers)], root=0)
+            got, ok = run_fan(args, lay, three, sums)
+            every = three.gather((got, ok), root=0)
+            if rank == 0:
+                report_fan(args, lay, [e for e in every if e[0]])
+            three.Free()
+        return 0 if comm.allreduce(ok, op=MPI.LAND) else 1
     # Pairs (0,1), (2,3), ...; an odd rank left over sits out (color UNDEFINED).
     pair = rank // 2 if rank < size - size % 2 else MPI.UNDEFINED
     sub = comm.Split(pair, rank)

@@ -56,6 +56,8 @@ def test_example_runs_and_verifies(script, ranks):
     (3, ["--mode", "get"], 1),  # the odd rank sits out
     (2, ["--mode", "put", "--compare", "mpi", "--compute-ms", "1"], 2),  # prefill computes per layer
     (2, ["--preset", "seed"], 4),  # hixl put and get, mpi4py Send/Recv and MPI.Win (small sizes given)
+    (3, ["--fan", "1to2"], 2),  # one prefill into two decodes: a line per pair (and a total)
+    (4, ["--fan", "2to1"], 2),  # two prefills into one decode's cache; rank 3 sits out
 ])
 def test_kv_cache_transfer_small(ranks, extra, lines):
     cmd = [_mpiexec(), "-n", str(ranks), sys.executable, str(EXAMPLES / "kv_cache_transfer.py"),
@@ -68,7 +70,13 @@ def test_kv_cache_transfer_small(ranks, extra, lines):
     assert "FAILED" not in proc.stdout, out
     if "--compare" in extra:
         assert "hixl_rma" in proc.stdout and "mpi4py" in proc.stdout, out
-    assert proc.stdout.count("CPU prefill") == lines, out
+    if "--fan" in extra:
+        assert proc.stdout.count(f"fan={extra[1]}  total") == 1, out
+        pairs = ("rank 0 -> rank 1", "rank 0 -> rank 2") if extra[1] == "1to2" else ("rank 0 -> rank 2",
+                                                                                    "rank 1 -> rank 2")
+        assert all(p in proc.stdout for p in pairs), out
+    else:
+        assert proc.stdout.count("CPU prefill") == lines, out
     if "--compute-ms" in extra:
         assert proc.stdout.count("compute alone    4.00 ms") == lines, out
     if "--preset" in extra:

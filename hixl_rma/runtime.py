@@ -120,17 +120,10 @@ class _Runtime:
         """Raise PeerFailure if the engine already knows that one of these
         (connected) world ranks died; a live peer costs one empty flush."""
         for w in world_ranks:
-            if w in self.unreachable:
-                raise PeerFailure(f"{what}: world rank {w} cannot be reached ({self.unreachable[w]})")
-            if w == self.rank or w not in self.connected:
-                continue
-            try:
-                self.engine.flush(self.addresses[w], 100)
-            except PeerFailure as exc:
-                self.unreachable[w] = str(exc)
-                raise PeerFailure(f"{what}: world rank {w} failed ({exc})", exc.status) from None
-            except HixlError:
-                continue  # busy or slow is not dead: the caller's timeout decides
+            known = w in self.unreachable
+            if self.is_dead(w):
+                how = "cannot be reached" if known else "failed"
+                raise PeerFailure(f"{what}: world rank {w} {how} ({self.unreachable[w]})")
 
     def is_dead(self, world_rank):
         """``world_rank`` is known dead: its engine refused a connection, or
@@ -145,7 +138,7 @@ class _Runtime:
             self.unreachable[world_rank] = str(exc)
             return True
         except HixlError:
-            pass  # busy or slow is not dead
+            pass  # busy or slow is not dead: the caller's timeout decides
         return False
 
     def finalize(self):

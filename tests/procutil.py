@@ -46,3 +46,26 @@ ATTEMPT = textwrap.dedent('''
         except BaseException as exc:  # anything else is a test failure
             out(name, "UNEXPECTED:" + type(exc).__name__, f"{time.monotonic() - t0:.3f}", "|", exc)
 ''')
+
+
+#: For the scripts that hand each other addresses through files (they import
+#: json, os and time): ``publish`` writes JSON whole or not at all,
+#: ``wait_file`` waits for a file, ``read_json`` for a published one.
+FILES = textwrap.dedent('''
+    def publish(path, info):
+        with open(path + ".tmp", "w") as f:
+            json.dump(info, f)
+        os.replace(path + ".tmp", path)
+
+    def wait_file(path, timeout=60):
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(path):
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{path} never appeared")
+            time.sleep(0.01)
+
+    def read_json(path, timeout=30):
+        wait_file(path, timeout)
+        with open(path) as f:
+            return json.load(f)
+''')

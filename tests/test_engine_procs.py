@@ -15,6 +15,8 @@ import time
 
 import pytest
 
+import procutil
+
 pytestmark = pytest.mark.timeout(120)
 
 CHILD_TIMEOUT = 60  # seconds any child may take
@@ -29,19 +31,7 @@ HELPER = textwrap.dedent(r'''
     def pattern(seed, size):
         return np.frombuffer(np.random.default_rng(seed).bytes(size), dtype=np.uint8)
 
-    def publish(path, info):
-        with open(path + ".tmp", "w") as f:
-            json.dump(info, f)
-        os.replace(path + ".tmp", path)
-
-    def wait_info(path, timeout=30):
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(path):
-            if time.monotonic() > deadline:
-                raise SystemExit("target never published its address")
-            time.sleep(0.01)
-        with open(path) as f:
-            return json.load(f)
+''') + procutil.FILES + textwrap.dedent(r'''
 
     def plan(n_iter, region):
         """(i, kind, offset, size, seed) for every iteration: no slot is reused."""
@@ -102,7 +92,7 @@ HELPER = textwrap.dedent(r'''
         print(json.dumps(res), flush=True)
 
     def origin(info_path, n_iter, region):
-        info = wait_info(info_path)
+        info = read_json(info_path)
         e = hixl_rma.Engine(options={"JobToken": "procs"})
         r = info["address"]
         e.connect(r)
@@ -132,7 +122,7 @@ HELPER = textwrap.dedent(r'''
         print(json.dumps(res), flush=True)
 
     def hammer(info_path, n):
-        info = wait_info(info_path)
+        info = read_json(info_path)
         e = hixl_rma.Engine(options={"JobToken": "procs"})
         r = info["address"]
         e.connect(r)

@@ -330,7 +330,7 @@ ENGINE_SCRIPT = textwrap.dedent(r'''
     import json, os, sys, time
     import numpy as np
     import hixl_rma
-
+''') + procutil.FILES + textwrap.dedent(r'''
     role, path, mode = sys.argv[1], sys.argv[2], sys.argv[3]
     MiB = 1 << 20
     N = 32 * MiB
@@ -338,17 +338,10 @@ ENGINE_SCRIPT = textwrap.dedent(r'''
         e = hixl_rma.Engine(options={"JobToken": "fault-test"})
         buf = np.zeros(N, np.uint8)
         h = e.register_mem(buf)
-        with open(path + ".tmp", "w") as f:
-            json.dump({"addr": e.address, "base": h.addr}, f)
-        os.replace(path + ".tmp", path)
+        publish(path, {"addr": e.address, "base": h.addr})
         while True:
             time.sleep(1)
-    deadline = time.monotonic() + 30
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise SystemExit("target never published its address")
-        time.sleep(0.01)
-    info = json.load(open(path))
+    info = read_json(path)
     e = hixl_rma.Engine(options={"JobToken": "fault-test"})
     src = np.ones(N, np.uint8)
     e.register_mem(src)
@@ -425,23 +418,13 @@ LIFECYCLE_SCRIPT = textwrap.dedent(r'''
     role, path = sys.argv[1], sys.argv[2]
     TOKEN = "lifecycle-fault-token-0123456789"
 
-    def publish(info):
-        with open(path + ".tmp", "w") as f:
-            json.dump(info, f)
-        os.replace(path + ".tmp", path)
-
-    def wait_file(p, timeout=60):
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(p):
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{p} never appeared")
-            time.sleep(0.01)
+''') + procutil.FILES + textwrap.dedent(r'''
 
     if role == "target":  # deregisters while its client is stopped, then again once it runs
         e = hixl_rma.Engine(options={"JobToken": TOKEN, "TimeoutMs": "2000"})
         buf = np.zeros(1 << 20, np.uint8)
         h = e.register_mem(buf)
-        publish({"addr": e.address, "base": h.addr})
+        publish(path, {"addr": e.address, "base": h.addr})
         for step in ("go", "resumed"):
             wait_file(path + "." + step)
             t0 = time.monotonic()
@@ -469,7 +452,7 @@ LIFECYCLE_SCRIPT = textwrap.dedent(r'''
         e = hixl_rma.Engine(options={"JobToken": TOKEN})
         buf = np.zeros(1 << 20, np.uint8)
         h = e.register_mem(buf)
-        publish({"addr": e.address, "base": h.addr, "pid": os.getpid()})
+        publish(path, {"addr": e.address, "base": h.addr, "pid": os.getpid()})
         wait_file(path + ".connected")
         fillers = []
         if fill:

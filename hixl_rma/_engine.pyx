@@ -93,6 +93,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     Status PinRemote(Hixl &, const AscendString &, uintptr_t, size_t, void *&, void *&)
     void ReleasePin(void *)
     Status RefreshPeer(Hixl &, const AscendString &, int32_t)
+    Status WaitNotifies(Hixl &, int32_t)
     uint64_t MappingGeneration(Hixl &)
     Status GetStats(Hixl &, Stats &)
     Status GetPeerStats(Hixl &, const AscendString &, PeerStats &)
@@ -782,6 +783,20 @@ cdef class Engine:
         with nogil:
             st = RefreshPeer(self._h[0], cr, tmo)
         _check(st, f"RefreshPeer({remote!r})")
+
+    def wait_notifies(self, timeout_ms):
+        """Sleep (GIL released) until a notification is waiting for
+        get_notifies or timeout_ms passed. False where the engine cannot
+        (vendor HIXL): the caller then polls."""
+        self._alive()
+        cdef int32_t tmo = _timeout(timeout_ms)
+        cdef Status st
+        with nogil:
+            st = WaitNotifies(self._h[0], tmo)
+        if st == 103905U:  # UNSUPPORTED
+            return False
+        _check(st, "WaitNotifies")
+        return True
 
     def mapping_generation(self):
         """The engine's mapping generation: it changes whenever a pointer

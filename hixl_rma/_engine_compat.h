@@ -48,6 +48,7 @@ inline uint64_t MappingGeneration(Hixl &) { return 0; }
 inline Status PinRemote(Hixl &, const AscendString &, uintptr_t, size_t, void *&, void *&) { return UNSUPPORTED; }
 inline void ReleasePin(void *) {}
 inline Status RefreshPeer(Hixl &, const AscendString &, int32_t) { return UNSUPPORTED; }
+inline Status WaitNotifies(Hixl &, int32_t) { return UNSUPPORTED; }
 inline Status GetStats(Hixl &, Stats &) { return UNSUPPORTED; }
 inline Status GetPeerStats(Hixl &, const AscendString &, PeerStats &) { return UNSUPPORTED; }
 inline std::string LastError() { return "vendor HIXL reports status codes only"; }

@@ -56,6 +56,8 @@ cdef class FastWin:
     cdef vector[uint64_t] base, size, unit
     cdef vector[uintptr_t] mapped
     cdef vector[uint8_t] access, atomics, epoch, passive, dirty, ready
+    cdef vector[uint8_t] held    # per rank: notifications held back for a batch (notify.py sends them)
+    cdef Py_ssize_t held_n       # ranks with held notifications
     cdef vector[string] addr
     cdef vector[uint64_t] generation  # per rank: the engine's mapping generation when mapped[r] was taken
     cdef list pins         # per rank: the RemotePin that keeps mapped[r] mapped, or None
@@ -97,6 +99,7 @@ cdef class FastWin:
         self.passive.resize(self.n, 0)
         self.dirty.resize(self.n, 0)
         self.ready.resize(self.n, 0)
+        self.held.resize(self.n, 0)
         self.addr.resize(self.n)
         self.pending = [[] for _ in range(self.n)]
         self.posted = [None] * self.n
@@ -187,6 +190,14 @@ cdef class FastWin:
         self.dirty[rank] = 1
         if keep is not None:
             (<list>self.pending[rank]).append(keep)
+
+    def set_held(self, Py_ssize_t rank, bint held):
+        """Notifications to rank are held for a batch (True) or were sent:
+        while any are held, Flush and Fence of this rank go to the Python
+        layer, which sends them."""
+        if 0 <= rank < self.n and self.held[rank] != held:
+            self.held[rank] = held
+            self.held_n += 1 if held else -1
 
     def is_dirty(self, Py_ssize_t rank):
         return 0 <= rank < self.n and self.dirty[rank] == 1
@@ -361,7 +372,7 @@ cdef class FastWin:
         r = <Py_ssize_t>target_rank
         if r == _PROC_NULL and self.n:
             return True
-        if r < 0 or r >= self.n or not (self.open_all or self.passive[r]):
+        if r < 0 or r >= self.n or not (self.open_all or self.passive[r]) or self.held[r]:
             return False
         if self.dirty[r]:
             if self.addr[r].empty():
@@ -407,7 +418,7 @@ cdef class FastWin:
         cdef int32_t tmo
         if (self.eng._h == NULL or not self.fence_open or self.fence_word.empty()
                 or type(assertion) is not int or not 0 <= assertion <= self.fence_modes
-                or <long>assertion & ~self.fence_modes):
+                or <long>assertion & ~self.fence_modes or self.held_n):
             return False
         tmo = _timeout(None)
         for r in range(self.n):

@@ -19,6 +19,10 @@ SETTINGS = {
                                     "up but lo, docker*, virbr*)"),
     "HIXL_RMA_SHARED_FENCE": ("1", "a window's first Fence", "0: Fence meets in an MPI barrier even when "
                                                                "every rank is on this node"),
+    "HIXL_RMA_NOTIFY_BATCH": ("1", "window creation", "default of the info key notify_batch: notifications "
+                                                       "held per target and sent as one message when this many "
+                                                       "are held or at the next Flush/Unlock/Fence/Wait_notify "
+                                                       "(1: each is sent at once)"),
     "HIXL_RMA_POLL_US": ("50", "engine start (option PollUs)",
                          "how long the progress thread polls after serving a peer"),
     "HIXL_RMA_CMA": ("1", "engine start (option Cma)", "0: UCX moves every same-node block (no engine cma)"),
@@ -59,6 +63,18 @@ def ifname():
 def shared_fence():
     """False when ``HIXL_RMA_SHARED_FENCE=0``."""
     return _get("HIXL_RMA_SHARED_FENCE") != "0"
+
+
+def notify_batch():
+    """``HIXL_RMA_NOTIFY_BATCH`` as a positive int (ParamError otherwise)."""
+    value = _get("HIXL_RMA_NOTIFY_BATCH")
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise ParamError(f"HIXL_RMA_NOTIFY_BATCH must be a positive integer, got {value!r}")
+    return n
 
 
 #: engine option -> the setting it comes from (hixl_ext.h names the options)

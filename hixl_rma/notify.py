@@ -10,19 +10,31 @@ that the origin waits (back-pressure) for the target to consume, and raises
 HixlTimeoutError after the window's timeout: nothing is ever dropped. The
 target publishes what it consumed per source in its control block, which
 origins read only when they reach the bound.
+
+Aggregation (HIXL's ``HIXL_NOTIFY_BATCH_SIZE``): with ``notify_batch`` N > 1
+(info key; default ``HIXL_RMA_NOTIFY_BATCH``), notifications to a target are
+held and leave as one engine message once N are held, or at the origin's
+next Flush, Flush_all, Unlock, Unlock_all, Fence, Complete or Free of the
+window, or when it waits for or tests notifications on it (so that two
+ranks answering each other cannot both hold theirs). The message leaves
+after every earlier operation to the target completed there, as a single
+notification does: the guarantee is unchanged, and the origin flushes and
+the target wakes once per batch instead of once per tag.
 """
 import struct
 
 import numpy as np
 
 from . import _engine
+from . import config as _config
 from . import ctrl as CTRL
 from . import runtime as _rt
 from .constants import PROC_NULL
-from .errors import HixlTimeoutError, ParamError
+from .errors import HixlError, HixlTimeoutError, ParamError
 
 DEFAULT_NOTIFY_LIMIT = 1024
 _TAG = struct.Struct("<q")
+_MAX_BATCH = 64 * 1024 // _TAG.size  # tags in the engine's largest message
 
 
 def _check_tag(tag, what):
@@ -34,16 +46,18 @@ def _check_tag(tag, what):
 class Notifications:
     """Notify, Put_notify, Wait_notify, Test_notify, Wait_notify_all (a part
     of the window's core). Its own state: per target, how many
-    notifications this rank sent there and what the target had consumed of
-    them when last read."""
+    notifications this rank sent there, what the target had consumed of
+    them when last read, and the tags held for a batch."""
 
-    __slots__ = ("w", "sent", "credit", "_world_to_rank")
+    __slots__ = ("w", "sent", "credit", "held", "holding", "_world_to_rank")
 
     def __init__(self, core):
         self.w = core
         n = len(core.targets)
         self.sent = [0] * n    # notifications this rank sent to each target
         self.credit = [0] * n  # what each target had consumed of them when last read
+        self.held = [[] for _ in range(n)]  # tags held for a batch, per target
+        self.holding = set()   # the targets with held tags
         self._world_to_rank = {t.world: t.rank for t in core.targets}
 
     def _limit(self):
@@ -53,14 +67,63 @@ class Notifications:
         except ValueError:
             raise ParamError(f"info notify_limit must be an int, got {info['notify_limit']!r}") from None
 
+    def _batch(self):
+        value = self.w.info.get("notify_batch")
+        if value is None:
+            return min(_config.notify_batch(), _MAX_BATCH)
+        try:
+            n = int(value)
+        except ValueError:
+            n = 0
+        if n <= 0:
+            raise ParamError(f"info notify_batch of window {self.w.label()} must be a positive int, "
+                             f"got {value!r}")
+        return min(n, _MAX_BATCH)
+
     def _send(self, t, tag, what):
-        w = self.w
+        r = t.rank
         limit = self._limit()
-        if self.sent[t.rank] - self.credit[t.rank] >= limit:
-            self._wait_credit(t, limit, what)
-        w.engine.send_notify(t.addr, f"{w.key}:n/{w.rt.rank}", _TAG.pack(tag), w.rt.timeout_ms)
-        self.sent[t.rank] += 1
-        w.fast.take_dirty(t.rank)  # send_notify flushed everything before it
+        held = self.held[r]
+        if self.sent[r] + len(held) - self.credit[r] >= limit:
+            if held:
+                self._release(t, what)  # the target cannot consume what is still held here
+            if self.sent[r] - self.credit[r] >= limit:
+                self._wait_credit(t, limit, what)
+        held.append(tag)
+        if len(held) >= min(self._batch(), limit):
+            self._release(t, what)
+        elif len(held) == 1:
+            self.holding.add(r)
+            self.w.fast.set_held(r, True)  # the hot Flush and Fence now come here first
+
+    def _release(self, t, what):
+        """Send the tags held for target t as one message (it leaves after
+        every earlier operation to t completed there)."""
+        w = self.w
+        r = t.rank
+        held = self.held[r]
+        msg = _TAG.pack(held[0]) if len(held) == 1 else np.asarray(held, "<i8").tobytes()
+        count = len(held)
+        held.clear()
+        self.holding.discard(r)
+        w.fast.set_held(r, False)
+        try:
+            w.engine.send_notify(t.addr, f"{w.key}:n/{w.rt.rank}", msg, w.rt.timeout_ms)
+        except HixlError as exc:
+            if count == 1:
+                raise
+            raise exc.again(f"{what} to rank {r} of window {w.label()}: a batch of {count} notifications "
+                            f"was not delivered: {exc}") from exc
+        self.sent[r] += count
+        w.fast.take_dirty(r)  # send_notify flushed everything before it
+
+    def release(self, rank, what):
+        """Send the notifications held for ``rank`` (None: for every rank)."""
+        if not self.holding:
+            return
+        ranks = sorted(self.holding) if rank is None else ((rank,) if type(rank) is int and rank in self.holding else ())
+        for r in ranks:
+            self._release(self.w.targets[r], what)
 
     def _wait_credit(self, t, limit, what):
         w = self.w
@@ -104,18 +167,22 @@ class Notifications:
         out, keep = [], []
         while q:
             world, msg = q.popleft()
-            rank, value = world_to_rank.get(world), _TAG.unpack(msg)[0]
-            if len(out) < limit and (tag is None or value == tag) and (source is None or rank == source):
-                out.append((rank, value))
-                w.ctrl64[CTRL.consumed_offset(rank) // 8] += 1  # frees a credit of that origin
-            else:
-                keep.append((world, msg))
+            rank = world_to_rank.get(world)
+            if len(msg) % _TAG.size:
+                continue  # not a message of ours
+            for (value,) in _TAG.iter_unpack(msg):  # one message may carry a batch, in order
+                if len(out) < limit and (tag is None or value == tag) and (source is None or rank == source):
+                    out.append((rank, value))
+                    w.ctrl64[CTRL.consumed_offset(rank) // 8] += 1  # frees a credit of that origin
+                else:
+                    keep.append((world, _TAG.pack(value)))
         q.extend(keep)
         return out
 
     def test(self, tag, source):
         """A matching notification ``(source, tag)`` if one arrived, else None."""
         self.w.check_live("Test_notify")
+        self.release(None, "Test_notify")
         got = self._take(self._match_tag(tag), self._match_source(source), 1)
         return got[0] if got else None
 
@@ -123,6 +190,7 @@ class Notifications:
         """Wait for ``count`` matching notifications; returns [(source, tag)]."""
         w = self.w
         w.check_live("Wait_notify_all")
+        self.release(None, "Wait_notify")
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise ParamError(f"Wait_notify_all: count must be a non-negative int, got {count!r}")
         tag, source = self._match_tag(tag), self._match_source(source)
@@ -139,7 +207,7 @@ class Notifications:
 
         _rt.poll(enough, timeout_s, lambda: HixlTimeoutError(
             f"Wait_notify on window {w.label()}: {len(got)} of {count} notification(s) "
-            f"(tag={tag}, source={source}) within {timeout_s:g} s"))
+            f"(tag={tag}, source={source}) within {timeout_s:g} s"), block=w.rt.block_for_notifies)
         return got
 
     def _match_tag(self, tag):

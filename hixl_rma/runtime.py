@@ -116,6 +116,11 @@ class _Runtime:
             except ValueError:
                 continue  # not ours: ignore a malformed name
 
+    def block_for_notifies(self, seconds):
+        """poll()'s ``block`` for waits on notifications: sleep until the
+        engine has one (or ``seconds`` passed); False if it cannot."""
+        return self.engine.wait_notifies(max(1, int(seconds * 1000.0 + 0.5)))
+
     def check_peers(self, world_ranks, what):
         """Raise PeerFailure if the engine already knows that one of these
         (connected) world ranks died; a live peer costs one empty flush."""
@@ -175,12 +180,15 @@ def _wait(req, timeout_ms, what):
         f"first window on a communicator of all ranks)"))
 
 
-def poll(ready, timeout_s, timed_out, check=None):
+def poll(ready, timeout_s, timed_out, check=None, block=None):
     """The one wait loop of the Python layer: call ``ready()`` until it
     returns something true (which is returned), backing off between calls
     (``sleep_backoff``: no core is spun for long). Past ``timeout_s`` raise
     ``timed_out()`` (an exception). ``check()``, called every 0.1 s, may
-    raise to give up early (a peer known to be dead)."""
+    raise to give up early (a peer known to be dead). ``block(s)``, when
+    given, replaces the backoff after a short spin: it sleeps up to ``s``
+    seconds until ``ready()`` may have changed (an engine event), or returns
+    False where it cannot (the loop then backs off)."""
     now = time.monotonic()
     deadline = now + timeout_s
     next_check = now + 0.1
@@ -190,7 +198,8 @@ def poll(ready, timeout_s, timed_out, check=None):
         if got:
             return got
         idle += 1
-        if idle % 64 == 0 or idle > 1024:
+        blocking = block is not None and idle > _SPIN
+        if blocking or idle % 64 == 0 or idle > 1024:
             now = time.monotonic()
             if now > deadline:
                 raise timed_out()
@@ -199,7 +208,10 @@ def poll(ready, timeout_s, timed_out, check=None):
                 interruption()
                 if check is not None:
                     check()
-        sleep_backoff(idle)
+        if not blocking:
+            sleep_backoff(idle)
+        elif not block(min(0.1, deadline - now, next_check - now + 1e-3)):
+            block = None
 
 
 _interrupt = None  # set_interrupt's hook
@@ -292,11 +304,14 @@ def _shutdown(collective):
             _state = None
 
 
+_SPIN = 64  # polls before a wait loop backs off or blocks
+
+
 def sleep_backoff(idle):
     """Back off in a wait loop: spin briefly (a sleep costs at least the
     kernel's 50 us timer slack), then yield the core, then sleep in growing
     steps up to 1 ms so a long wait costs almost no CPU."""
-    if idle < 64:
+    if idle < _SPIN:
         return
     if idle < 1024:
         os.sched_yield()
@@ -359,7 +374,8 @@ def wait_notifies(key, sources, timeout_ms, what):
         return False
 
     poll(take, timeout_ms / 1000.0, lambda: HixlTimeoutError(
-        f"{what}: no notification from world rank(s) {sorted((+need).elements())} within {timeout_ms} ms"))
+        f"{what}: no notification from world rank(s) {sorted((+need).elements())} within {timeout_ms} ms"),
+         block=st.block_for_notifies)
     return got
 
 

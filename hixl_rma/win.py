@@ -101,6 +101,7 @@ class Win(_engine.WinBase):
     def Free(self):
         """Free the window (collective); no epoch may be open."""
         self._w.check_live("Free")
+        self._ntf.release(None, "Free")
         self._sync.check_free_allowed()
         self._attr.delete_all(self)
         self._w.free()
@@ -321,9 +322,11 @@ class Win(_engine.WinBase):
     # ------------------------------------------------------ synchronization
 
     def _fence(self, assertion):
+        self._ntf.release(None, "Fence")
         self._sync.fence(assertion)
 
     def _flush(self, rank):
+        self._ntf.release(rank, "Flush")
         self._sync.flush(rank)
 
     def Post(self, group, assertion=0):
@@ -336,6 +339,7 @@ class Win(_engine.WinBase):
 
     def Complete(self):
         """End the access epoch: complete all RMA, tell each target."""
+        self._ntf.release(None, "Complete")
         self._sync.complete()
 
     def Wait(self):
@@ -352,7 +356,10 @@ class Win(_engine.WinBase):
 
     def Unlock(self, rank):
         """Complete all RMA to ``rank`` and release its lock."""
-        self._sync.unlock(rank)
+        try:
+            self._ntf.release(rank, "Unlock")
+        finally:
+            self._sync.unlock(rank)  # the epoch ends even where the held notifications failed
 
     def Lock_all(self, assertion=0):
         """Shared locks on every rank of the window."""
@@ -360,10 +367,14 @@ class Win(_engine.WinBase):
 
     def Unlock_all(self):
         """Complete all RMA and release the shared locks of Lock_all."""
-        self._sync.unlock_all()
+        try:
+            self._ntf.release(None, "Unlock_all")
+        finally:
+            self._sync.unlock_all()
 
     def Flush_all(self):
         """Remote completion of all RMA (inside a passive epoch)."""
+        self._ntf.release(None, "Flush_all")
         self._sync.flush_all()
 
     def Flush_local(self, rank):
@@ -372,7 +383,7 @@ class Win(_engine.WinBase):
 
     def Flush_local_all(self):
         """Local completion of all RMA (here: remote completion)."""
-        self._sync.flush_all()
+        self.Flush_all()
 
     def Sync(self):
         """Synchronize the public and private copies of the window (one copy

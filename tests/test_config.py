@@ -64,3 +64,12 @@ def test_engine_takes_the_settings_as_options_and_names_a_bad_one(monkeypatch):
     with pytest.raises(hixl_rma.ParamError, match="HIXL_RMA_TIMEOUT_MS must be positive"):
         monkeypatch.setenv("HIXL_RMA_TIMEOUT_MS", "-5")
         config.timeout_ms()
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "lots"])
+def test_bad_notify_batch_setting_is_named(monkeypatch, value):
+    monkeypatch.setenv("HIXL_RMA_NOTIFY_BATCH", value)
+    with pytest.raises(hixl_rma.ParamError, match=f"HIXL_RMA_NOTIFY_BATCH must be a positive integer, got '{value}'"):
+        config.notify_batch()
+    monkeypatch.setenv("HIXL_RMA_NOTIFY_BATCH", "16")
+    assert config.notify_batch() == 16

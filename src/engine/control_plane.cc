@@ -129,6 +129,8 @@ Status ControlPlane::Start(const HostPort &local) {
 void ControlPlane::Stop() {
   if (running_.exchange(false)) {
     Wake();
+    std::lock_guard<std::mutex> lk(notify_mu_);
+    notify_cv_.notify_all();  // a caller in WaitNotifies returns now
   }
   if (progress_.joinable()) progress_.join();
   std::vector<PeerPtr> peers;
@@ -1012,6 +1014,7 @@ ucs_status_t ControlPlane::OnNotify(void *arg, const void *header, size_t header
     std::lock_guard<std::mutex> lk(self->notify_mu_);
     self->notifies_.push_back(std::move(n));
   }
+  self->notify_cv_.notify_all();
   ++self->notifies_received_;
   return UCS_OK;
 }
@@ -1023,6 +1026,16 @@ Status ControlPlane::GetNotifies(std::vector<NotifyDesc> &notifies) {
   std::lock_guard<std::mutex> lk(notify_mu_);
   notifies.assign(std::make_move_iterator(notifies_.begin()), std::make_move_iterator(notifies_.end()));
   notifies_.clear();
+  return SUCCESS;
+}
+
+Status ControlPlane::WaitNotifies(int32_t timeout_ms) {
+  if (!started()) return Fail(FAILED, "WaitNotifies: engine is not initialized");
+  // The progress thread receives (OnNotify) and signals; with a caller
+  // asleep here it is the only one progressing the worker, as it should be.
+  std::unique_lock<std::mutex> lk(notify_mu_);
+  notify_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms),
+                      [&] { return !notifies_.empty() || !running_; });
   return SUCCESS;
 }
 

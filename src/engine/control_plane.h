@@ -121,6 +121,8 @@ class ControlPlane {
   Status RefreshTable(const PeerPtr &peer, Deadline deadline);
 
   Status GetNotifies(std::vector<NotifyDesc> &notifies);
+  /** @brief Sleep until a notify is queued or timeout_ms passed (ext::WaitNotifies). */
+  Status WaitNotifies(int32_t timeout_ms);
   /** @brief Fill in the counters this plane keeps (regions, endpoints, accepted, table refreshes, notifies received). */
   void AddStats(ext::Stats &s);
 
@@ -185,6 +187,7 @@ class ControlPlane {
   uint64_t next_id_ = 16;  ///< ids < 16 are reserved for fixed fds in epoll
 
   std::mutex notify_mu_;
+  std::condition_variable notify_cv_;  ///< signalled when notifies_ gets one, and at Stop
   std::deque<NotifyDesc> notifies_;
 
   /// Bumped whenever a peer region may stop being mapped here (retired key,

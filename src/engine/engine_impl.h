@@ -52,6 +52,7 @@ class HixlImpl {
   Status Connect(const std::string &remote, int32_t timeout_ms) { return control_.Connect(remote, timeout_ms); }
   Status Disconnect(const std::string &remote, int32_t timeout_ms) { return control_.Disconnect(remote, timeout_ms); }
   Status GetNotifies(std::vector<NotifyDesc> &notifies) { return control_.GetNotifies(notifies); }
+  Status WaitNotifies(int32_t timeout_ms) { return control_.WaitNotifies(timeout_ms); }
 
   Status TransferSync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
                       int32_t timeout_ms) {

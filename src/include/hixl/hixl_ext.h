@@ -134,6 +134,14 @@ Status PinRemote(Hixl &engine, const AscendString &remote_engine, uintptr_t remo
  */
 Status RefreshPeer(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in_millis);
 
+/**
+ * @brief Sleep until a notification is waiting to be taken by GetNotifies
+ *        (at once if one is) or timeout_in_millis passed; SUCCESS either
+ *        way. A receiver waits here instead of polling GetNotifies: the
+ *        engine's progress thread receives and wakes it.
+ */
+Status WaitNotifies(Hixl &engine, int32_t timeout_in_millis);
+
 /** @brief Release a pin of PinRemote (null: nothing); any thread. */
 void ReleasePin(void *pin);
 

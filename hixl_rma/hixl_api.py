@@ -64,10 +64,14 @@ def Connect(ranks=None, comm=None):
         world = comm.world_ranks[comm.check_rank(r, "Connect")]
         if world == st.rank:
             continue
-        if world in st.connected and _engine.HAS_EXTENSIONS:
-            st.engine.refresh(st.addresses[world], st.timeout_ms)  # windows made since the connection
-        else:
+        fresh = world not in st.connected
+        if fresh:
             st.connect(world)
+        if _engine.HAS_EXTENSIONS and (not fresh or st.same_node([world])):
+            # Windows made since the connection; and, on this node, the
+            # mapped windows' page tables populated now, not by the first
+            # transfers (a connect leaves that to a helper thread).
+            st.engine.refresh(st.addresses[world], st.timeout_ms)
 
 
 def RegisterMemory(buf, mem_type=C.MEMORY_HOST, access=C.ACCESS_READ_WRITE, comm=None):

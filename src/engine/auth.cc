@@ -3,6 +3,9 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <linux/inet_diag.h>
+#include <linux/netlink.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -113,6 +116,65 @@ long FindInode(const std::string &table, const Tuple &t) {
   return 0;
 }
 
+// The inode of the TCP socket whose local end is `local` and remote end
+// `remote`, asked of the kernel by its exact addresses (sock_diag): a hash
+// lookup, where reading /proc/<pid>/net/tcp walks every socket of the
+// namespace. 0 when there is none, -1 when the kernel cannot be asked.
+long DiagInode(const sockaddr_storage &local, const sockaddr_storage &remote) {
+  int nl = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (nl < 0) return -1;
+  struct {
+    nlmsghdr nlh;
+    inet_diag_req_v2 req;
+  } msg;
+  std::memset(&msg, 0, sizeof(msg));
+  msg.nlh.nlmsg_len = sizeof(msg);
+  msg.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  msg.nlh.nlmsg_flags = NLM_F_REQUEST;
+  msg.req.sdiag_family = static_cast<uint8_t>(local.ss_family);
+  msg.req.sdiag_protocol = IPPROTO_TCP;
+  msg.req.idiag_states = ~0U;
+  inet_diag_sockid &id = msg.req.id;
+  if (local.ss_family == AF_INET) {
+    auto *l = reinterpret_cast<const sockaddr_in *>(&local);
+    auto *r = reinterpret_cast<const sockaddr_in *>(&remote);
+    id.idiag_sport = l->sin_port;
+    id.idiag_dport = r->sin_port;
+    std::memcpy(id.idiag_src, &l->sin_addr, 4);
+    std::memcpy(id.idiag_dst, &r->sin_addr, 4);
+  } else {
+    auto *l = reinterpret_cast<const sockaddr_in6 *>(&local);
+    auto *r = reinterpret_cast<const sockaddr_in6 *>(&remote);
+    id.idiag_sport = l->sin6_port;
+    id.idiag_dport = r->sin6_port;
+    std::memcpy(id.idiag_src, &l->sin6_addr, 16);
+    std::memcpy(id.idiag_dst, &r->sin6_addr, 16);
+  }
+  id.idiag_cookie[0] = id.idiag_cookie[1] = INET_DIAG_NOCOOKIE;
+  long inode = -1;
+  sockaddr_nl kernel;
+  std::memset(&kernel, 0, sizeof(kernel));
+  kernel.nl_family = AF_NETLINK;
+  timeval tv{1, 0};  // the kernel answers at once; never wait long on it
+  setsockopt(nl, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  if (sendto(nl, &msg, sizeof(msg), 0, reinterpret_cast<sockaddr *>(&kernel), sizeof(kernel)) ==
+      static_cast<ssize_t>(sizeof(msg))) {
+    alignas(nlmsghdr) char buf[8192];
+    ssize_t n = recv(nl, buf, sizeof(buf), 0);
+    auto *h = reinterpret_cast<nlmsghdr *>(buf);
+    if (n > 0 && NLMSG_OK(h, static_cast<unsigned>(n))) {
+      if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY && h->nlmsg_len >= NLMSG_LENGTH(sizeof(inet_diag_msg))) {
+        inode = static_cast<long>(reinterpret_cast<inet_diag_msg *>(NLMSG_DATA(h))->idiag_inode);
+      } else if (h->nlmsg_type == NLMSG_ERROR && h->nlmsg_len >= NLMSG_LENGTH(sizeof(nlmsgerr))) {
+        int err = -reinterpret_cast<nlmsgerr *>(NLMSG_DATA(h))->error;
+        inode = err == ENOENT ? 0 : -1;
+      }
+    }
+  }
+  close(nl);
+  return inode;
+}
+
 }  // namespace
 
 std::string Sha256(const std::string &data) {
@@ -184,7 +246,10 @@ PidCheck PidHoldsPeerEnd(pid_t pid, int fd) {
   const std::string proc = "/proc/" + std::to_string(pid);
   DIR *d = opendir((proc + "/fd").c_str());
   if (d == nullptr) return errno == ENOENT ? PidCheck::OTHER : PidCheck::UNKNOWN;
-  long inode = FindInode(proc + (mine.ss_family == AF_INET ? "/net/tcp" : "/net/tcp6"), t);
+  // Asked in this network namespace; the peer may sit in another one (a
+  // connection through a veth on this host), whose table is the process's own.
+  long inode = DiagInode(theirs, mine);
+  if (inode <= 0) inode = FindInode(proc + (mine.ss_family == AF_INET ? "/net/tcp" : "/net/tcp6"), t);
   if (inode <= 0) {
     closedir(d);
     return inode == 0 ? PidCheck::OTHER : PidCheck::UNKNOWN;

@@ -15,6 +15,7 @@
 #include <iterator>
 
 #include "auth.h"
+#include "prefault.h"
 #include "status.h"
 
 namespace hixl {
@@ -54,19 +55,6 @@ void EpollCtl(int epfd, int op, int fd, uint64_t id, uint32_t events) {
 }
 
 void EpollAdd(int epfd, int fd, uint64_t id) { EpollCtl(epfd, EPOLL_CTL_ADD, fd, id, EPOLLIN); }
-
-// A fresh mapping of a peer's segment faults on every page at first touch;
-// populate the page tables once here rather than inside the first transfers.
-void Prefault(char *p, size_t len) {
-#ifdef MADV_POPULATE_WRITE
-  long page = sysconf(_SC_PAGESIZE);
-  uintptr_t start = reinterpret_cast<uintptr_t>(p) & ~static_cast<uintptr_t>(page - 1);
-  madvise(reinterpret_cast<void *>(start), reinterpret_cast<uintptr_t>(p) + len - start, MADV_POPULATE_WRITE);
-#else
-  (void)p;
-  (void)len;
-#endif
-}
 
 }  // namespace
 
@@ -133,6 +121,7 @@ void ControlPlane::Stop() {
     notify_cv_.notify_all();  // a caller in WaitNotifies returns now
   }
   if (progress_.joinable()) progress_.join();
+  prefaulter_.Stop();  // lets go of the keys it holds before the peers are torn down
   std::vector<PeerPtr> peers;
   {
     std::lock_guard<std::mutex> lk(mu_);
@@ -350,7 +339,7 @@ Status ControlPlane::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoin
     void *ptr = nullptr;
     if (options_.direct && ucp_rkey_ptr(r.rkey->get(), addr, &ptr) == UCS_OK) {
       r.mapped = static_cast<char *>(ptr);
-      Prefault(r.mapped, len);
+      prefaulter_.Add(r.mapped, len, r.rkey);
     }
     out.push_back(std::move(r));
   }
@@ -966,6 +955,7 @@ void ControlPlane::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, c
   uint64_t id = 0;
   if (!c.u64(id)) return;
   std::shared_ptr<Endpoint> ep;
+  uint64_t retired_upto = 0;
   {
     // Exclusive: the transfers that resolved to the region have all been
     // posted (or done, for memcpy and cma) once this lock is ours.
@@ -979,6 +969,7 @@ void ControlPlane::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, c
       Retire(*peer, it->rkey);
       rs.erase(it);
     }
+    retired_upto = peer->retire_seq;
     ep = peer->ep;
   }
   // What UCX still has in flight to the region completes at the target
@@ -988,8 +979,13 @@ void ControlPlane::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, c
     ucs_status_t us = ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
     if (us != UCS_OK) return;  // no ack: the target keeps the memory (and times out) rather than lose bytes
   }
-  std::lock_guard<std::mutex> sl(peer->send_mu);
-  if (peer->fd.valid()) SendAll(peer->fd.get(), Frame(Msg::INVALIDATE_ACK, h.req_id, ""), deadline);
+  {
+    std::lock_guard<std::mutex> sl(peer->send_mu);
+    if (peer->fd.valid()) SendAll(peer->fd.get(), Frame(Msg::INVALIDATE_ACK, h.req_id, ""), deadline);
+  }
+  // The flush proved the keys retired so far unused: release them now, after
+  // the ack, rather than inside the flush of this rank's next transfer.
+  if (ep && !peer->dead) peer->DropRetired(retired_upto, true);
 }
 
 void ControlPlane::MarkDead(const PeerPtr &peer, const std::string &why) {

@@ -39,6 +39,7 @@
 #include "hixl/hixl_types.h"
 #include "options.h"
 #include "peer.h"
+#include "prefault.h"
 #include "ucx_raii.h"
 #include "unique_fd.h"
 #include "wire.h"
@@ -119,6 +120,8 @@ class ControlPlane {
   PeerPtr Find(const std::string &remote);
   /** @brief Fetch the peer's memory table again (a transfer named an address the cached one lacks). */
   Status RefreshTable(const PeerPtr &peer, Deadline deadline);
+  /** @brief Populate the peer segments mapped so far now (their page tables; see Prefaulter). */
+  void PopulateMapped() { prefaulter_.Drain(); }
 
   Status GetNotifies(std::vector<NotifyDesc> &notifies);
   /** @brief Sleep until a notify is queued or timeout_ms passed (ext::WaitNotifies). */
@@ -185,6 +188,8 @@ class ControlPlane {
   std::vector<PeerPtr> pending_close_;  ///< torn down; the progress thread closes their sockets
   std::condition_variable ack_cv_;
   uint64_t next_id_ = 16;  ///< ids < 16 are reserved for fixed fds in epoll
+
+  Prefaulter prefaulter_;  ///< populates peers' segments mapped by DecodeTable
 
   std::mutex notify_mu_;
   std::condition_variable notify_cv_;  ///< signalled when notifies_ gets one, and at Stop

@@ -241,11 +241,7 @@ Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *
     if (peer->dead) return peer->Error(what);
     return FromUcs(us, std::string(what) + " to " + peer->name);
   }
-  std::unique_lock<std::shared_mutex> lock(peer->table_mu, std::try_to_lock);
-  if (lock.owns_lock() && !peer->retired.empty()) {
-    auto &v = peer->retired;
-    v.erase(std::remove_if(v.begin(), v.end(), [&](const auto &e) { return e.first <= seq; }), v.end());
-  }
+  if (retired) peer->DropRetired(seq, false);
   return SUCCESS;
 }
 
@@ -454,7 +450,10 @@ Status DataPlane::RefreshPeer(const std::string &remote, int32_t timeout_ms) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
-  return control_.RefreshTable(peer, DeadlineIn(timeout_ms));
+  st = control_.RefreshTable(peer, DeadlineIn(timeout_ms));
+  // Up front, as a server connects: the mapped segments' page tables too.
+  if (st == SUCCESS) control_.PopulateMapped();
+  return st;
 }
 
 Status DataPlane::SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms) {

@@ -1,6 +1,10 @@
 #include "peer.h"
 
 #include <algorithm>
+#include <iterator>
+#include <mutex>
+#include <shared_mutex>
+#include <vector>
 
 #include "cma.h"
 #include "hixl/hixl_ext.h"
@@ -51,6 +55,21 @@ bool Peer::SetDead(const std::string &why) {
 // A successful pidfd poll vouches for the pid for a millisecond: the kernel
 // hands an exited process's pid to another one only after cycling through
 // the whole pid space, which takes far longer.
+void Peer::DropRetired(uint64_t upto, bool wait) {
+  std::vector<std::pair<uint64_t, std::shared_ptr<RemoteKey>>> gone;
+  {
+    std::unique_lock<std::shared_mutex> lock(table_mu, std::defer_lock);
+    if (wait) {
+      lock.lock();
+    } else if (!lock.try_lock()) {
+      return;
+    }
+    auto mid = std::stable_partition(retired.begin(), retired.end(), [&](const auto &e) { return e.first > upto; });
+    gone.assign(std::make_move_iterator(mid), std::make_move_iterator(retired.end()));
+    retired.erase(mid, retired.end());
+  }
+}
+
 bool Peer::PidStillPeer() {
   if (dead) return false;
   int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();

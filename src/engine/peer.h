@@ -111,6 +111,15 @@ struct Peer {
   /** @brief Record its death (first call only: false after that) and wake callers waiting for answers. */
   bool SetDead(const std::string &why);
 
+  /**
+   * @brief Release the keys retired up to sequence `upto` (a flush that
+   *        began after they were retired proved them unused). Their
+   *        segments are detached after table_mu is let go: a detach of a
+   *        large segment takes milliseconds that no transfer should wait.
+   * @param wait take table_mu even if that waits; else only when free.
+   */
+  void DropRetired(uint64_t upto, bool wait);
+
   /** @brief True while `pid` still names the peer's process (checked before every vectored call). */
   bool PidStillPeer();
 };

@@ -129,8 +129,9 @@ Status PinRemote(Hixl &engine, const AscendString &remote_engine, uintptr_t remo
 
 /**
  * @brief Fetch a connected peer's memory table again now (the regions it
- *        registered since, mapped here when they can be), as a transfer
- *        that misses would: a server that made new windows pays it up front.
+ *        registered since, mapped here when they can be, the mappings'
+ *        page tables populated), as a transfer that misses would: a server
+ *        that made new windows pays it up front.
  */
 Status RefreshPeer(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in_millis);
 

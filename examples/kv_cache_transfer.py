@@ -8,8 +8,12 @@ lands and records when. ``--mode get`` has decode pull each layer instead,
 once prefill notifies that it is ready. ``--compare mpi`` runs the same
 transfer over mpi4py's MPI.Win (a Put loop and a Fence per layer).
 
+``--notify per-block`` notifies every block (128 per layer by default)
+instead of every layer, once as is and once aggregated (info
+``notify_batch``), to show what coalescing saves the receiver.
+
 Run: mpiexec -n 2 python examples/kv_cache_transfer.py [--layers 32 --blocks 64
-     --block-kib 64 --mode put|get --compare mpi]
+     --block-kib 64 --mode put|get --compare mpi --notify per-layer|per-block]
 With more ranks, even ranks are prefill and send to the next odd rank.
 Exit code 1 on any mismatch.
 """
@@ -30,8 +34,12 @@ def parse(argv):
                    help="KV blocks per layer, each with a K and a V part (default 64; seed: 32)")
     p.add_argument("--block-kib", type=int, default=None, help="bytes of a block in KiB (default 64; seed: 256)")
     p.add_argument("--mode", choices=("put", "get"), default="put")
-    p.add_argument("--compare", choices=("mpi",), default=None)
+    p.add_argument("--compare", choices=("mpi", "nixl"), default=None,
+                   help="mpi: mpi4py's MPI.Win beside hixl_rma; nixl: NVIDIA NIXL (when installed)")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--notify", choices=("per-layer", "per-block"), default="per-layer",
+                   help="per-block: a Put_notify per block (hixl_rma, put), run without and with "
+                        "notify_batch (one message per layer)")
     p.add_argument("--compute-ms", type=float, default=0.0,
                    help="prefill computes this long per layer (a numpy kernel) before it sends the layer")
     p.add_argument("--fan", choices=("pairs", "1to2", "2to1"), default="pairs",
@@ -41,6 +49,9 @@ def parse(argv):
                    help="seed: the HIXL material's experiment (512 tokens x 32 layers x 32 heads x 128 dims, "
                         "K and V, 4 bytes) on every implementation, as one table")
     args = p.parse_args(argv)
+    if args.notify == "per-block" and (args.mode != "put" or args.preset or args.fan != "pairs"):
+        p.error("--notify per-block is a variant of hixl_rma's put mode (pairs, no preset)")
+    args.notify_batch = 1
     # seed: K (or V) of one layer is 32 heads x (512 tokens x 128 dims x 4 bytes) = 32 blocks of 256 KiB.
     defaults = (32, 32, 256) if args.preset == "seed" else (32, 64, 64)
     for name, value in zip(("layers", "blocks", "block_kib"), defaults):
@@ -100,9 +111,21 @@ class Layout:
         return self.slots * self.block_bytes
 
 
-def checksum(blocks):
-    """A cheap per-layer checksum (wrapping uint64 sum), fast enough to run on arrival."""
-    return int(np.ascontiguousarray(blocks).view(np.uint64).sum(dtype=np.uint64))
+_SAMPLES = 9  # words checked per block on arrival, first and last included
+
+
+def checksum(blocks, rows=None):
+    """The on-arrival check of a layer: a wrapping uint64 sum over 9 words
+    spread over each block, its first and last among them (the rows of the
+    2-D uint8 array ``blocks``, or the given rows of it), gathered without
+    copying the layer. A block copied in order shows its last word last, so
+    this catches a block seen before it landed, at a cost the receiver does
+    not notice; every byte is compared after the run (verify)."""
+    words = blocks.view(np.uint64)
+    n = words.shape[-1]
+    cols = np.arange(_SAMPLES) * (n - 1) // (_SAMPLES - 1)
+    rows = np.arange(words.shape[0]) if rows is None else np.asarray(rows)
+    return int(words[rows[:, None], cols[None, :]].sum(dtype=np.uint64))
 
 
 def verify(lay, layer_data):
@@ -114,14 +137,16 @@ def run_hixl(args, lay, comm, peer, prefill, sums):
     """One transfer over hixl_rma.Win; returns decode's (arrivals, ok)."""
     Win = hixl_rma.Win
     nb = lay.block_bytes
+    per_block = args.notify == "per-block"
+    info = {"notify_batch": str(args.notify_batch)}
     if prefill:
         kv = lay.produce()
         # get mode: prefill's own cache is the window decode reads from.
-        win = Win.Allocate(lay.nbytes if args.mode == "get" else 0, comm=comm)
+        win = Win.Allocate(lay.nbytes if args.mode == "get" else 0, comm=comm, info=info)
         if args.mode == "get":
             src = np.frombuffer(win.tomemory(), np.uint8).reshape(kv.shape)
     else:
-        win = Win.Allocate(lay.nbytes, comm=comm)
+        win = Win.Allocate(lay.nbytes, comm=comm, info=info)
         cache = np.frombuffer(win.tomemory(), np.uint8).reshape(lay.slots, nb)
         pulled = np.ones((lay.layers, lay.per_layer, nb), np.uint8)  # touched: no page faults timed
     offsets = np.stack([np.arange(lay.per_layer) * nb, np.full(lay.per_layer, nb)], axis=1)
@@ -137,22 +162,31 @@ def run_hixl(args, lay, comm, peer, prefill, sums):
     for i in range(lay.layers):
         if prefill:
             compute(args.compute_ms)
-        if prefill and args.mode == "put":
+        if prefill and args.mode == "put" and per_block:
+            # A notification per block: the receiver can start on each block as it lands.
+            for j, slot in enumerate(lay.table[i]):
+                win.Put_notify(kv[i, j], peer, int(slot) * nb, tag=i * lay.per_layer + j)
+        elif prefill and args.mode == "put":
             # One batch per layer into decode's slots, notified once it landed.
             win.Put_batch((kv[i], offsets), peer, lay.table[i] * nb, tag=i)
         elif prefill:
             src[i] = kv[i]  # the layer is computed into the exposed cache
             win.Notify(peer, tag=i)
+        elif per_block:
+            tags = win.Wait_notify_all(lay.per_layer, source=peer)  # a sender's tags come in order
+            arrivals.append(time.monotonic() - t0)
+            ok &= [t for _, t in tags] == list(range(i * lay.per_layer, (i + 1) * lay.per_layer))
+            ok &= checksum(cache, lay.table[i]) == sums[i]
         else:
             win.Wait_notify(tag=i, source=peer)
             if args.mode == "put":
-                got = cache[lay.table[i]]
+                arrivals.append(time.monotonic() - t0)
+                ok &= checksum(cache, lay.table[i]) == sums[i]
             else:
                 win.Get_batch((pulled[i], offsets), peer, (i * lay.per_layer + np.arange(lay.per_layer)) * nb)
                 win.Flush(peer)
-                got = pulled[i]
-            arrivals.append(time.monotonic() - t0)
-            ok &= checksum(got) == sums[i]
+                arrivals.append(time.monotonic() - t0)
+                ok &= checksum(pulled[i]) == sums[i]
     cpu = clock.share() if not prefill else None
     if prefill:
         win.Flush(peer)  # the last layer landed: prefill's part is done
@@ -197,9 +231,8 @@ def run_mpi(args, lay, comm, peer, prefill, sums):
                     win.Get(pulled[i, j], peer, (i * lay.per_layer + j) * nb)
         win.Fence()
         if not prefill:
-            got = cache[lay.table[i]] if args.mode == "put" else pulled[i]
             arrivals.append(time.monotonic() - t0)
-            ok &= checksum(got) == sums[i]
+            ok &= (checksum(cache, lay.table[i]) if args.mode == "put" else checksum(pulled[i])) == sums[i]
     cpu = clock.share()
     win.Fence(MPI.MODE_NOSUCCEED)
     if not prefill:
@@ -230,7 +263,7 @@ def run_sendrecv(args, lay, comm, peer, prefill, sums):
             comm.Recv(layer, source=peer, tag=i)
             cache[lay.table[i]] = layer  # into the paged cache
             arrivals.append(time.monotonic() - t0)
-            ok &= checksum(cache[lay.table[i]]) == sums[i]
+            ok &= checksum(cache, lay.table[i]) == sums[i]
     MPI.Request.Waitall(reqs)
     cpu = clock.share()
     comm.Barrier()
@@ -268,7 +301,7 @@ def run_fan(args, lay, comm, sums):
             arrivals, nbytes = got.setdefault((owner[i], rank), ([], 0))
             arrivals.append(time.monotonic() - t0)
             got[(owner[i], rank)] = (arrivals, nbytes + lay.per_layer * nb)
-            ok &= checksum(cache[lay.table[i]]) == sums[i]
+            ok &= checksum(cache, lay.table[i]) == sums[i]
     win.Unlock_all()
     comm.Barrier()
     if rank in decodes:
@@ -295,6 +328,8 @@ def report(name, mode, args, lay, arrivals, ok, cpus):
     total = lay.nbytes
     last = arrivals[-1]
     extra = ""
+    if args.notify == "per-block" and name == "hixl_rma":
+        extra = f"  {lay.per_layer} notifies/layer, notify_batch {args.notify_batch}"
     if args.compute_ms > 0:
         alone = lay.layers * args.compute_ms
         extra = (f"  compute alone {alone:7.2f} ms ({(last * 1e3) / alone:4.2f}x)")
@@ -302,6 +337,36 @@ def report(name, mode, args, lay, arrivals, ok, cpus):
           f"{total / 2**20:.1f} MiB  {total / last / 1e9:6.2f} GB/s  first layer {arrivals[0] * 1e3:7.2f} ms  "
           f"last layer {last * 1e3:7.2f} ms  CPU prefill {100 * cpus[0]:5.1f} % decode {100 * cpus[1]:5.1f} %"
           f"{extra}  verification: {'PASSED' if ok else 'FAILED'}")
+
+
+def _runs(args):
+    """What one invocation runs: (name, mode, function, argument overrides)."""
+    if args.preset == "seed":
+        return [("hixl_rma", "put", run_hixl, {}), ("hixl_rma", "get", run_hixl, {}),
+                ("mpi4py", "send", run_sendrecv, {}), ("mpi4py", "put", run_mpi, {}),
+                ("nixl", "put", run_nixl, {}), ("nixl", "get", run_nixl, {})]
+    if args.notify == "per-block":
+        # The same per-block notifications sent one by one, then one message per layer.
+        return [("hixl_rma", "put", run_hixl, {"notify_batch": 1}),
+                ("hixl_rma", "put", run_hixl, {"notify_batch": 2 * args.blocks})]
+    beside = {"mpi": [("mpi4py", args.mode, run_mpi, {})], "nixl": [("nixl", args.mode, run_nixl, {})]}
+    return [("hixl_rma", args.mode, run_hixl, {})] + beside.get(args.compare, [])
+
+
+def run_nixl(args, lay, comm, peer, prefill, sums):
+    """The same transfer over NVIDIA NIXL (kv_nixl.py: its UCX backend, DRAM)."""
+    import kv_nixl
+    return kv_nixl.run_nixl(args, lay, comm, peer, prefill, sums)
+
+
+def nixl_missing(comm):
+    """Why NIXL cannot run here (the same answer on every rank of comm), or None."""
+    try:
+        import kv_nixl
+    except ImportError as exc:
+        return f"examples/kv_nixl.py cannot be imported: {exc}"
+    ok, why = kv_nixl.available(comm)
+    return None if ok else why
 
 
 def main(argv=None):
@@ -336,18 +401,20 @@ def main(argv=None):
         peer = 1 - sub.Get_rank()
         # Decode checks each layer on arrival against prefill's checksums.
         sums = sub.bcast([checksum(lay.layer(i)) for i in range(lay.layers)] if prefill else None, root=0)
-        if args.preset == "seed":
-            runs = [("hixl_rma", "put", run_hixl), ("hixl_rma", "get", run_hixl),
-                    ("mpi4py", "send", run_sendrecv), ("mpi4py", "put", run_mpi)]
-        else:
-            runs = [("hixl_rma", args.mode, run_hixl)] + (
-                [("mpi4py", args.mode, run_mpi)] if args.compare == "mpi" else [])
-        for name, mode, fn in runs:
-            arrivals, ok, cpu = fn(argparse.Namespace(**{**vars(args), "mode": mode}), lay, sub, peer, prefill, sums)
+        runs = _runs(args)
+        if any(name == "nixl" for name, *_ in runs):
+            why = nixl_missing(sub)
+            if why is not None:
+                runs = [r for r in runs if r[0] != "nixl"]
+                if not prefill:
+                    print(f"     nixl  skipped: {why}", flush=True)
+        for name, mode, fn, extra in runs:
+            run_args = argparse.Namespace(**{**vars(args), "mode": mode, **extra})
+            arrivals, ok, cpu = fn(run_args, lay, sub, peer, prefill, sums)
             cpus = sub.gather(cpu, root=1)  # [prefill's, decode's]
-            results[(name, mode)] = ok
+            results[(name, mode, tuple(extra.items()))] = ok
             if not prefill:
-                report(name, mode, args, lay, arrivals, ok, cpus)
+                report(name, mode, run_args, lay, arrivals, ok, cpus)
         sub.Free()
     ok = all(results.values())
     return 0 if comm.allreduce(ok, op=MPI.LAND) else 1

@@ -321,16 +321,16 @@ def run_nixl(args, lay, comm, peer, prefill, sums):
         else:
             _wait(lambda: inbox.poll() or i in inbox.layers, f"notification of layer {i}")
             if not get:
-                got = cache[lay.table[i]]
+                arrivals.append(time.monotonic() - t0)
+                ok &= checksum(cache, lay.table[i]) == sums[i]
             else:
                 h = agent.make_prepped_xfer("READ", mine_d, own[i], theirs_d, slots[i])
                 if agent.transfer(h) == "ERR":
                     raise RuntimeError(f"NIXL READ of layer {i} failed to post")
                 _wait(lambda: _finish(agent, h), f"end of the READ of layer {i}")
                 h.release()
-                got = pulled[i]
-            arrivals.append(time.monotonic() - t0)
-            ok &= checksum(got) == sums[i]
+                arrivals.append(time.monotonic() - t0)
+                ok &= checksum(pulled[i]) == sums[i]
     if prefill:
         # Put: prefill's part is done once its last write completed.
         for p in pending:

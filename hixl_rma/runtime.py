@@ -198,7 +198,7 @@ def poll(ready, timeout_s, timed_out, check=None, block=None):
         if got:
             return got
         idle += 1
-        blocking = block is not None and idle > _SPIN
+        blocking = block is not None and idle > _BLOCK_AFTER
         if blocking or idle % 64 == 0 or idle > 1024:
             now = time.monotonic()
             if now > deadline:
@@ -304,7 +304,10 @@ def _shutdown(collective):
             _state = None
 
 
-_SPIN = 64  # polls before a wait loop backs off or blocks
+_SPIN = 64  # polls before a wait loop backs off
+# Polls before a wait that can block does: each poll progresses the UCX
+# worker, which costs more than the thread hand-off a block adds.
+_BLOCK_AFTER = 4
 
 
 def sleep_backoff(idle):

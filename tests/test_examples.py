@@ -5,6 +5,7 @@ mpiexec (the launcher's environment is stripped from the child's).
 """
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -49,13 +50,24 @@ def test_example_runs_and_verifies(script, ranks):
     assert "MISMATCH" not in proc.stdout, out
 
 
+def _nixl_installed():
+    import importlib.util
+    return any(importlib.util.find_spec(m) is not None for m in ("nixl", "nixl_cu12"))
+
+
+NIXL = _nixl_installed()
+
+
 @pytest.mark.parametrize("ranks, extra, lines", [
     (2, ["--mode", "put"], 1),
     (2, ["--mode", "get"], 1),
     (2, ["--mode", "put", "--compare", "mpi"], 2),
     (3, ["--mode", "get"], 1),  # the odd rank sits out
     (2, ["--mode", "put", "--compare", "mpi", "--compute-ms", "1"], 2),  # prefill computes per layer
-    (2, ["--preset", "seed"], 4),  # hixl put and get, mpi4py Send/Recv and MPI.Win (small sizes given)
+    # hixl put and get, mpi4py Send/Recv and MPI.Win, NIXL put and get where installed (small sizes given)
+    (2, ["--preset", "seed"], 6 if NIXL else 4),
+    (2, ["--mode", "get", "--compare", "nixl"], 2 if NIXL else 1),
+    (2, ["--notify", "per-block"], 2),  # a notification per block, without and with notify_batch
     (3, ["--fan", "1to2"], 2),  # one prefill into two decodes: a line per pair (and a total)
     (4, ["--fan", "2to1"], 2),  # two prefills into one decode's cache; rank 3 sits out
 ])
@@ -68,7 +80,7 @@ def test_kv_cache_transfer_small(ranks, extra, lines):
     assert proc.returncode == 0, f"{' '.join(cmd)} exited {proc.returncode}:\n{out}"
     assert proc.stdout.count("verification: PASSED") == lines, out
     assert "FAILED" not in proc.stdout, out
-    if "--compare" in extra:
+    if "mpi" in extra:
         assert "hixl_rma" in proc.stdout and "mpi4py" in proc.stdout, out
     if "--fan" in extra:
         assert proc.stdout.count(f"fan={extra[1]}  total") == 1, out
@@ -82,3 +94,20 @@ def test_kv_cache_transfer_small(ranks, extra, lines):
     if "--preset" in extra:
         for name_mode in ("hixl_rma  mode=put", "hixl_rma  mode=get", "mpi4py  mode=send", "mpi4py  mode=put"):
             assert name_mode in proc.stdout, out
+    if "--preset" in extra or "nixl" in extra:
+        if NIXL:
+            assert "nixl  mode=get" in proc.stdout and "skipped" not in proc.stdout, out
+        else:
+            assert re.search(r"nixl  skipped: (rank \d: )?NIXL not installed", proc.stdout), out
+    if "per-block" in extra:
+        assert "16 notifies/layer, notify_batch 1 " in proc.stdout, out
+        assert "16 notifies/layer, notify_batch 16 " in proc.stdout, out
+
+
+@pytest.mark.parametrize("extra", [["--notify", "per-block", "--mode", "get"],
+                                   ["--notify", "per-block", "--preset", "seed"]])
+def test_kv_cache_transfer_refuses_what_it_does_not_run(extra):
+    cmd = [sys.executable, str(EXAMPLES / "kv_cache_transfer.py"), *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_clean_env(), cwd=EXAMPLES.parent)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "--notify per-block is a variant of hixl_rma's put mode" in proc.stderr

@@ -18,13 +18,20 @@ With more ranks, even ranks are prefill and send to the next odd rank.
 Exit code 1 on any mismatch.
 """
 import argparse
+import os
 import sys
 import time
 
-import numpy as np
-from mpi4py import MPI
+# Prefill's compute (--compute-ms) stands for its accelerator's: it keeps to
+# this rank's own core instead of taking the other rank's with BLAS threads
+# (set before numpy loads its BLAS; a value given in the environment wins).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
-import hixl_rma
+import numpy as np  # noqa: E402
+from mpi4py import MPI  # noqa: E402
+
+import hixl_rma  # noqa: E402
 
 
 def parse(argv):

@@ -111,3 +111,14 @@ def test_kv_cache_transfer_refuses_what_it_does_not_run(extra):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_clean_env(), cwd=EXAMPLES.parent)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "--notify per-block is a variant of hixl_rma's put mode" in proc.stderr
+
+
+def test_first_contact_script_reports_every_op():
+    script = EXAMPLES.parent / "scripts" / "first_contact.py"
+    proc = subprocess.run([sys.executable, str(script), "--reps", "1", "--sizes", "1", "--ops", "put,notify,fop"],
+                          capture_output=True, text=True, timeout=120, env=_clean_env(), cwd=EXAMPLES.parent)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    rows = {tuple(line.split()[:2]): float(line.split()[4]) for line in proc.stdout.splitlines()[1:]}
+    assert set(rows) == {("hixl_rma", "put"), ("hixl_rma", "notify"), ("hixl_rma", "fop"), ("mpi4py", "put")}, out
+    assert all(0 < ms < 10_000 for ms in rows.values()), out

@@ -183,3 +183,30 @@ def test_bad_notify_batch_is_a_param_error_naming_the_window(comm, rank, value):
     win.Free()
     assert "notify_batch" in str(err.value) and "kv" in str(err.value) and repr(value) in str(err.value)
     assert leftover is None
+
+
+@pytest.mark.core
+def test_complete_sends_what_is_held(comm, rank):
+    """PSCW: Complete sends the access epoch's held notifications after its data."""
+    mem = np.zeros(4, np.int64)
+    win = Win.Create(mem, disp_unit=8, comm=comm, info={"notify_batch": "32"})
+    got = None
+    if rank == 1:
+        win.Post(MPI_group(comm, [0]))
+        win.Wait()
+        got = win.Wait_notify_all(3, source=0, timeout=10)
+        data = mem[:3].tolist()
+    elif rank == 0:
+        win.Start(MPI_group(comm, [1]))
+        for k in range(3):
+            win.Put_notify(np.full(1, 40 + k, np.int64), 1, k, tag=k)
+        win.Complete()
+    barrier(comm)
+    win.Free()
+    if rank == 1:
+        assert got == [(0, 0), (0, 1), (0, 2)]
+        assert data == [40, 41, 42]
+
+
+def MPI_group(comm, ranks):
+    return comm.Get_group().Incl(ranks)

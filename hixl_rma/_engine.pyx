@@ -13,6 +13,7 @@ from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Fill
 from libc.stdint cimport int32_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libcpp.map cimport map as cmap
 from libcpp.string cimport string
+from libcpp cimport bool as cpp_bool
 from libcpp.vector cimport vector
 
 
@@ -87,7 +88,8 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     Status WithdrawMem(Hixl &, CMemHandle, void *&)
     void ReleaseWithdrawn(void *)
     Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t)
-    Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType)
+    Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType, bint)
+    Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, cpp_bool &)
     Status Flush(Hixl &, const AscendString &, int32_t)
     Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&)
     Status PinRemote(Hixl &, const AscendString &, uintptr_t, size_t, void *&, void *&)
@@ -658,6 +660,27 @@ cdef class Engine:
             st = self._h.SendNotify(cr, nd, t)
         _check(st, f"SendNotify({remote!r})")
 
+    def post_notify(self, remote, name, msg=b"", timeout_ms=None):
+        """send_notify, or -- while the engine's copy thread still has this
+        rank's detached copies to ``remote`` to make -- queued behind them
+        (True is returned then; a failure is the next flush's)."""
+        self._alive()
+        cdef bytes n = _b(name, "name"), m = _b(msg, "msg")
+        cdef AscendString cr = _remote(remote)
+        cdef NotifyDesc nd
+        nd.name = AscendString(n, len(n))
+        nd.notify_msg = AscendString(m, len(m))
+        cdef int32_t t = _timeout(timeout_ms)
+        cdef Status st
+        cdef cpp_bool queued = False
+        with nogil:
+            st = PostNotify(self._h[0], cr, nd, t, queued)
+        if st == 103905U:  # UNSUPPORTED (vendor HIXL): there is nothing to queue behind
+            self.send_notify(remote, name, msg, timeout_ms)
+            return False
+        _check(st, f"PostNotify({remote!r})")
+        return queued
+
     def get_notifies(self):
         """Take the notifications received so far: a list of (name: str, msg: bytes)."""
         self._alive()
@@ -828,7 +851,7 @@ cdef int _post(Engine self, remote, object op, vector[TransferOpDesc] &v, bint l
     cdef Status st
     cdef int cop = _opcode(op)
     with nogil:
-        st = TransferPost(self._h[0], cr, <TransferOp>cop, v, MEM_DEVICE if local_device else MEM_HOST)
+        st = TransferPost(self._h[0], cr, <TransferOp>cop, v, MEM_DEVICE if local_device else MEM_HOST, False)
     _check(st, f"TransferPost({remote!r}, {v.size()} blocks)")
     return 0
 

@@ -39,9 +39,11 @@ inline void ReleaseWithdrawn(void *) {}
 inline Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t) {
   return UNSUPPORTED;
 }
-inline Status TransferPost(Hixl &, const AscendString &, TransferOp, const std::vector<TransferOpDesc> &, MemType) {
+inline Status TransferPost(Hixl &, const AscendString &, TransferOp, const std::vector<TransferOpDesc> &, MemType,
+                           bool = false) {
   return UNSUPPORTED;
 }
+inline Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, bool &) { return UNSUPPORTED; }
 inline Status Flush(Hixl &, const AscendString &, int32_t) { return UNSUPPORTED; }
 inline Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&) { return UNSUPPORTED; }
 inline uint64_t MappingGeneration(Hixl &) { return 0; }

@@ -298,7 +298,7 @@ cdef class FastWin:
             v[0].len = <size_t>view.len
             with nogil:
                 st = TransferPost(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
-                                  WRITE if write else READ, v, MEM_HOST)
+                                  WRITE if write else READ, v, MEM_HOST, False)
             if st != 0:
                 self._raise(st, "Put" if write else "Get", r, f" ({view.len} bytes at target offset {off})")
             self.dirty[r] = 1
@@ -614,7 +614,9 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
                 v[i].remote_addr = base + toff
                 v[i].len = <size_t>ln
             if ok:
-                st = TransferPost(eng._h[0], cr, <TransferOp>cop, v, MEM_HOST)
+                # A Put_batch is posted (complete at the flush): its large
+                # copies into mapped memory go to the engine's copy thread.
+                st = TransferPost(eng._h[0], cr, <TransferOp>cop, v, MEM_HOST, cop == WRITE)
         if not ok:
             return False
         _check(st, f"TransferPost({remote!r}, {n} blocks)")

@@ -108,14 +108,17 @@ class Notifications:
         self.holding.discard(r)
         w.fast.set_held(r, False)
         try:
-            w.engine.send_notify(t.addr, f"{w.key}:n/{w.rt.rank}", msg, w.rt.timeout_ms)
+            # Behind the engine's detached copies to t, if it has any (a
+            # Put_batch's), so that this rank goes on while they are made.
+            queued = w.engine.post_notify(t.addr, f"{w.key}:n/{w.rt.rank}", msg, w.rt.timeout_ms)
         except HixlError as exc:
             if count == 1:
                 raise
             raise exc.again(f"{what} to rank {r} of window {w.label()}: a batch of {count} notifications "
                             f"was not delivered: {exc}") from exc
         self.sent[r] += count
-        w.fast.take_dirty(r)  # send_notify flushed everything before it
+        if not queued:
+            w.fast.take_dirty(r)  # it flushed everything before it
 
     def release(self, rank, what):
         """Send the notifications held for ``rank`` (None: for every rank)."""

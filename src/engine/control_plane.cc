@@ -485,6 +485,7 @@ void ControlPlane::EnableCma(Peer &peer, const HostIdentity &id, UniqueFd pidfd,
 void ControlPlane::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
   std::shared_ptr<Endpoint> ep = peer->endpoint();
   if (!peer->dead && ep) {
+    peer->DetachedIdle(deadline);  // the copy thread's jobs for it end first
     ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
     std::lock_guard<std::mutex> sl(peer->send_mu);
     if (peer->fd.valid()) SendAll(peer->fd.get(), Frame(Msg::BYE, 0, ""), deadline);
@@ -973,8 +974,10 @@ void ControlPlane::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, c
     ep = peer->ep;
   }
   // What UCX still has in flight to the region completes at the target
-  // before it hears that the region is free to go.
+  // before it hears that the region is free to go; so do the copies the
+  // engine's copy thread still has to make into it.
   auto deadline = DeadlineIn(options_.timeout_ms);
+  if (ep && !peer->dead && !peer->DetachedIdle(deadline)) return;  // no ack: better a timeout than lost bytes
   if (ep && !peer->dead) {
     ucs_status_t us = ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
     if (us != UCS_OK) return;  // no ack: the target keeps the memory (and times out) rather than lose bytes

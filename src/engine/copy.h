@@ -96,6 +96,7 @@ class MappedCopies {
     bytes_ += len;
   }
   bool empty() const { return pieces_.empty(); }
+  size_t bytes() const { return bytes_; }
 
   /**
    * @brief Copy everything, shared between ThreadsFor(bytes, cma_threads)

@@ -168,7 +168,7 @@ Status DataPlane::FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, const std:
 }
 
 Status DataPlane::Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                       Deadline deadline, bool &posted, bool local_host) {
+                       Deadline deadline, bool &posted, bool local_host, bool detach) {
   if (op != READ && op != WRITE) return Fail(PARAM_INVALID, "transfer: operation must be READ or WRITE");
   posted = false;
   std::shared_lock<std::shared_mutex> lock(peer->table_mu);
@@ -182,6 +182,7 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tra
   const bool vectored = local_host && peer->cma.load(std::memory_order_relaxed);
   const bool stream = op == WRITE && ShouldStream(descs);
   MappedCopies mapped;
+  std::vector<std::shared_ptr<RemoteKey>> mapped_keys;  // what keeps the mappings of detached copies
   std::vector<size_t> by_cma;
   uint64_t bytes = 0, direct = 0;
   for (size_t i = 0; i < descs.size(); ++i) {
@@ -191,6 +192,7 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tra
     bytes += d.len;
     if (r->mapped != nullptr && local_host) {
       mapped.Add(r->mapped + (d.remote_addr - r->addr), reinterpret_cast<char *>(d.local_addr), d.len);
+      if (detach && (mapped_keys.empty() || mapped_keys.back() != r->rkey)) mapped_keys.push_back(r->rkey);
       ++direct;
       continue;
     }
@@ -202,7 +204,21 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tra
     st = PostUcx(*peer, ep, op, d, *r, i);
     if (st != SUCCESS) return st;
   }
-  if (!mapped.empty()) mapped.Run(op == WRITE, stream, options_.cma_threads);
+  if (!mapped.empty()) {
+    if (detach && op == WRITE && mapped.bytes() >= kDetachMinBytes) {
+      // The copy thread does it while the caller goes on (as a NIC would);
+      // the keys keep the regions mapped, and the region's invalidation
+      // waits for the peer's detached jobs before it lets the peer reuse it.
+      auto job = std::make_shared<MappedCopies>(std::move(mapped));
+      const size_t threads = options_.cma_threads;
+      copier_.Submit(peer, [job, keys = std::move(mapped_keys), stream, threads] {
+        job->Run(true, stream, threads);
+        return SUCCESS;
+      });
+    } else {
+      mapped.Run(op == WRITE, stream, options_.cma_threads);
+    }
+  }
   if (!by_cma.empty()) {
     st = PostVectored(*peer, ep, op, descs, where, by_cma, posted);
     if (st != SUCCESS) return st;
@@ -220,7 +236,11 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tra
   return SUCCESS;
 }
 
-Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what) {
+Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached) {
+  if (detached) {
+    Status st = peer->WaitDetached(deadline, what);
+    if (st != SUCCESS) return st;
+  }
   uint64_t seq;
   bool retired;
   {
@@ -294,12 +314,12 @@ void DataPlane::DropAsyncTransfers() {
 }
 
 Status DataPlane::TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                               MemType local_type) {
+                               MemType local_type, bool detach) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
   bool posted = false;
-  return Post(peer, op, descs, DeadlineIn(options_.timeout_ms), posted, local_type == MEM_HOST);
+  return Post(peer, op, descs, DeadlineIn(options_.timeout_ms), posted, local_type == MEM_HOST, detach);
 }
 
 Status DataPlane::GetTransferStatus(const TransferReq &req, TransferStatus &status) {
@@ -456,17 +476,53 @@ Status DataPlane::RefreshPeer(const std::string &remote, int32_t timeout_ms) {
   return st;
 }
 
+namespace {
+
+Status CheckNotify(const NotifyDesc &notify, const char *what) {
+  if (notify.name.GetLength() > kMaxNotifyName || notify.notify_msg.GetLength() > kMaxNotifyMsg)
+    return Fail(PARAM_INVALID, std::string(what) + ": name is limited to " + std::to_string(kMaxNotifyName) +
+                                   " bytes and message to " + std::to_string(kMaxNotifyMsg) + " bytes");
+  return SUCCESS;
+}
+
+}  // namespace
+
 Status DataPlane::SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
+  return SendNotifyTo(peer, notify, DeadlineIn(timeout_ms), true);
+}
+
+Status DataPlane::PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms,
+                             bool &queued) {
+  queued = false;
+  PeerPtr peer;
+  Status st = LookupPeer(remote, peer);
+  if (st != SUCCESS) return st;
+  if (!peer->HasDetached()) return SendNotifyTo(peer, notify, DeadlineIn(timeout_ms), true);
+  st = CheckNotify(notify, "PostNotify");
+  if (st != SUCCESS) return st;
   size_t nlen = notify.name.GetLength(), mlen = notify.notify_msg.GetLength();
-  if (nlen > kMaxNotifyName || mlen > kMaxNotifyMsg)
-    return Fail(PARAM_INVALID, "SendNotify: name is limited to " + std::to_string(kMaxNotifyName) +
-                                   " bytes and message to " + std::to_string(kMaxNotifyMsg) + " bytes");
-  auto deadline = DeadlineIn(timeout_ms);
+  // Behind this caller's detached copies to the peer: it leaves once they
+  // and every earlier UCX operation to the peer are complete there.
+  auto name = std::make_shared<std::string>(notify.name.GetString(), nlen);
+  auto msg = std::make_shared<std::string>(notify.notify_msg.GetString(), mlen);
+  copier_.Submit(peer, [this, peer, name, msg, timeout_ms] {
+    NotifyDesc n{AscendString(name->data(), name->size()), AscendString(msg->data(), msg->size())};
+    return SendNotifyTo(peer, n, DeadlineIn(timeout_ms), false);
+  });
+  queued = true;
+  return SUCCESS;
+}
+
+Status DataPlane::SendNotifyTo(const PeerPtr &peer, const NotifyDesc &notify, Deadline deadline, bool detached) {
+  const std::string &remote = peer->name;
+  Status st = CheckNotify(notify, "SendNotify");
+  if (st != SUCCESS) return st;
+  size_t nlen = notify.name.GetLength(), mlen = notify.notify_msg.GetLength();
   // Earlier transfers must be complete at the target before the notify leaves.
-  st = WaitFlush(peer, deadline, "SendNotify");
+  st = WaitFlush(peer, deadline, "SendNotify", detached);
   if (st != SUCCESS) return st;
   std::shared_ptr<Endpoint> ep = peer->endpoint();
   if (!ep) return peer->Gone("SendNotify");

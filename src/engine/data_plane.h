@@ -26,6 +26,7 @@
 
 #include "cma.h"
 #include "control_plane.h"
+#include "detached.h"
 #include "hixl/hixl_ext.h"
 #include "hixl/hixl_types.h"
 #include "options.h"
@@ -47,7 +48,7 @@ class DataPlane {
                        TransferReq &req);
   Status GetTransferStatus(const TransferReq &req, TransferStatus &status);
   Status TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                      MemType local_type);
+                      MemType local_type, bool detach = false);
   Status Flush(const std::string &remote, int32_t timeout_ms);
   Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
                 uint64_t *result, int32_t timeout_ms);
@@ -58,6 +59,10 @@ class DataPlane {
   static void ReleasePin(void *pin);
   Status RefreshPeer(const std::string &remote, int32_t timeout_ms);
   Status SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms);
+  /** @brief SendNotify, or (detached copies to the peer in flight) queued behind them: `queued` says which. */
+  Status PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms, bool &queued);
+  /** @brief Run the detached jobs still queued, then stop the copy thread (Finalize, before the peers go). */
+  void StopCopier() { copier_.Stop(); }
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
   /** @brief Fill in the counters this plane keeps (bytes, blocks, atomics, notifies sent, vectored calls). */
   void AddStats(ext::Stats &s) const;
@@ -71,7 +76,7 @@ class DataPlane {
                  std::vector<const RemoteRegion *> &where, std::shared_lock<std::shared_mutex> &lock,
                  Deadline deadline);
   Status Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs, Deadline deadline,
-              bool &posted, bool local_host = true);
+              bool &posted, bool local_host = true, bool detach = false);
   Status PostUcx(Peer &peer, ucp_ep_h ep, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
                  size_t index);
   Status PostVectored(Peer &peer, ucp_ep_h ep, TransferOp op, const std::vector<TransferOpDesc> &descs,
@@ -80,13 +85,17 @@ class DataPlane {
   Status FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, const std::vector<TransferOpDesc> &descs,
                      const std::vector<const RemoteRegion *> &where, const std::vector<CmaPiece> &pieces,
                      const std::vector<iovec> &local, const CmaShare &s, bool &posted);
-  Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what);
+  /** @brief Remote completion of what was posted to peer; `detached`: after its detached jobs too. */
+  Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached = true);
+  /** @brief SendNotify to a looked-up peer; `detached` as for WaitFlush (the copy thread passes false). */
+  Status SendNotifyTo(const PeerPtr &peer, const NotifyDesc &notify, Deadline deadline, bool detached);
 
   const Options &options_;
   ControlPlane &control_;
 
   std::mutex async_mu_;
   std::set<void *> async_;  ///< TransferAsync requests not yet reported finished
+  Copier copier_;  ///< detached copies and the notifies behind them
 
   std::atomic<uint64_t> bytes_written_{0}, bytes_read_{0}, transfer_ops_{0}, direct_ops_{0}, atomic_ops_{0},
       notifies_sent_{0}, vectored_ops_{0}, vectored_calls_{0};

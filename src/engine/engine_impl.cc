@@ -19,6 +19,7 @@ Status HixlImpl::Initialize(const std::string &local, const std::map<AscendStrin
 }
 
 void HixlImpl::Finalize() {
+  data_.StopCopier();  // its last jobs still reach their peers
   control_.Stop();
   data_.DropAsyncTransfers();  // requests nobody asked about again (their flushes go with the worker)
 }

@@ -68,13 +68,16 @@ class HixlImpl {
   Status SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms) {
     return data_.SendNotify(remote, notify, timeout_ms);
   }
+  Status PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms, bool &queued) {
+    return data_.PostNotify(remote, notify, timeout_ms, queued);
+  }
   Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
                 uint64_t *result, int32_t timeout_ms) {
     return data_.Atomic(remote, op, addr, value, compare, result, timeout_ms);
   }
   Status TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                      MemType local_type) {
-    return data_.TransferPost(remote, op, descs, local_type);
+                      MemType local_type, bool detach) {
+    return data_.TransferPost(remote, op, descs, local_type, detach);
   }
   Status Flush(const std::string &remote, int32_t timeout_ms) { return data_.Flush(remote, timeout_ms); }
   Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr) {

@@ -100,8 +100,13 @@ Status Atomic(Hixl &e, const AscendString &remote, AtomicOp op, uintptr_t remote
 }
 
 Status TransferPost(Hixl &e, const AscendString &remote, TransferOp operation,
-                    const std::vector<TransferOpDesc> &op_descs, MemType local_type) {
-  HIXL_EXT_FORWARD(e, TransferPost(remote.GetString(), operation, op_descs, local_type));
+                    const std::vector<TransferOpDesc> &op_descs, MemType local_type, bool detach) {
+  HIXL_EXT_FORWARD(e, TransferPost(remote.GetString(), operation, op_descs, local_type, detach));
+}
+
+Status PostNotify(Hixl &e, const AscendString &remote, const NotifyDesc &notify, int32_t timeout_in_millis,
+                  bool &queued) {
+  HIXL_EXT_FORWARD(e, PostNotify(remote.GetString(), notify, timeout_in_millis, queued));
 }
 
 Status Flush(Hixl &e, const AscendString &remote, int32_t timeout_in_millis) {

@@ -70,6 +70,43 @@ void Peer::DropRetired(uint64_t upto, bool wait) {
   }
 }
 
+void Peer::AddDetached() {
+  std::lock_guard<std::mutex> lk(detached_mu);
+  ++detached;
+}
+
+void Peer::DoneDetached(Status st, const std::string &error) {
+  std::lock_guard<std::mutex> lk(detached_mu);
+  --detached;
+  if (st != SUCCESS && detached_status == SUCCESS) {
+    detached_status = st;
+    detached_error = error;
+  }
+  detached_cv.notify_all();
+}
+
+bool Peer::HasDetached() {
+  std::lock_guard<std::mutex> lk(detached_mu);
+  return detached != 0;
+}
+
+bool Peer::DetachedIdle(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock<std::mutex> lk(detached_mu);
+  return detached_cv.wait_until(lk, deadline, [&] { return detached == 0; });
+}
+
+Status Peer::WaitDetached(std::chrono::steady_clock::time_point deadline, const char *what) {
+  std::unique_lock<std::mutex> lk(detached_mu);
+  if (!detached_cv.wait_until(lk, deadline, [&] { return detached == 0; }))
+    return Fail(TIMEOUT, std::string(what) + " to " + name + ": the engine's copies to it did not end in time");
+  Status st = detached_status;
+  if (st != SUCCESS) {
+    detached_status = SUCCESS;
+    return Fail(st, std::string(what) + " to " + name + ": " + detached_error);
+  }
+  return SUCCESS;
+}
+
 bool Peer::PidStillPeer() {
   if (dead) return false;
   int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();

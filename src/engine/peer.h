@@ -93,6 +93,14 @@ struct Peer {
 
   std::atomic<uint64_t> bytes_written{0}, bytes_read{0}, ops{0};
 
+  /// Detached jobs (copies, notifies: detached.h) in flight for this peer,
+  /// and the first failure among those ended since the last WaitDetached.
+  std::mutex detached_mu;
+  std::condition_variable detached_cv;
+  size_t detached = 0;
+  Status detached_status = SUCCESS;
+  std::string detached_error;
+
   /** @brief The endpoint (null once torn down), for a call that does not hold table_mu. */
   std::shared_ptr<Endpoint> endpoint() const;
 
@@ -119,6 +127,20 @@ struct Peer {
    * @param wait take table_mu even if that waits; else only when free.
    */
   void DropRetired(uint64_t upto, bool wait);
+
+  /** @brief One more detached job (Copier) for this peer is in flight. */
+  void AddDetached();
+  /** @brief A detached job ended; the first failure is kept for the next WaitDetached. */
+  void DoneDetached(Status st, const std::string &error);
+  /** @brief True while detached jobs for this peer are in flight. */
+  bool HasDetached();
+  /** @brief Wait until no detached job for this peer is in flight; false past `deadline`. */
+  bool DetachedIdle(std::chrono::steady_clock::time_point deadline);
+  /**
+   * @brief DetachedIdle, then the first failure among those jobs (reported
+   *        once), TIMEOUT past `deadline`, else SUCCESS.
+   */
+  Status WaitDetached(std::chrono::steady_clock::time_point deadline, const char *what);
 
   /** @brief True while `pid` still names the peer's process (checked before every vectored call). */
   bool PidStillPeer();

@@ -287,3 +287,44 @@ def test_batch_bounds_and_params(comm, rank, right):
     assert "block 2" in str(neg.value), str(neg.value)
     assert kind(short.value) is ParamError, repr(short.value)
     np.testing.assert_array_equal(after, before)
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("flavor", ["create", "allocate"])
+def test_large_put_batches_land_before_their_tags_and_by_the_flush(comm, rank, left, right, flavor):
+    """Put_batch of 8 MiB per call (on one node into an Allocate window the
+    engine's copy thread makes the copies while the origin goes on): each
+    tag is seen with its batch in place, and once Flush returned the origin
+    may reuse its buffer without the target seeing it."""
+    nblk, blk, rounds = 16, 512 * 1024, 4
+    per = nblk * blk
+    if flavor == "create":
+        mem = np.zeros(rounds * per, np.uint8)
+        win = Win.Create(mem, disp_unit=1, comm=comm)
+    else:
+        win = Win.Allocate(rounds * per, disp_unit=1, comm=comm)
+        mem = np.frombuffer(win.tomemory(), np.uint8)
+        mem[:] = 0
+    src = np.stack([_payload(r, rank, per) for r in range(rounds)])
+    offsets = np.stack([np.arange(nblk) * blk, np.full(nblk, blk)], axis=1)
+    order = np.random.default_rng(5).permutation(nblk)  # blocks land at shuffled slots
+    barrier(comm)
+    win.Lock_all(hixl_rma.MODE_NOCHECK)
+    for r in range(rounds):
+        win.Put_batch((src[r], offsets), right, r * per + order * blk, tag=r)
+    win.Flush(right)
+    src[:] = 0  # at once after the flush: none of this may reach the target
+    bad = []
+    for r in range(rounds):
+        win.Wait_notify(tag=r, source=left)
+        want = _payload(r, left, per).reshape(nblk, blk)
+        got = mem[r * per:(r + 1) * per].reshape(nblk, blk)[order]
+        if not np.array_equal(got, want):
+            bad.append(r)
+    win.Unlock_all()
+    barrier(comm)
+    final = [np.array_equal(mem[r * per:(r + 1) * per].reshape(nblk, blk)[order],
+                            _payload(r, left, per).reshape(nblk, blk)) for r in range(rounds)]
+    win.Free()
+    assert not bad, f"rounds {bad} were not in place when their tag was seen"
+    assert all(final), f"the target's window changed after the origin's Flush: {final}"

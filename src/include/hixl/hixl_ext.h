@@ -103,9 +103,23 @@ Status Atomic(Hixl &engine, const AscendString &remote_engine, AtomicOp op, uint
  *        Local buffers must stay untouched until then.
  * @param local_type where the local buffers live: device memory is never
  *        touched by the CPU (no memcpy path), UCX moves it.
+ * @param detach a WRITE whose copies into a same-node peer's mapped memory
+ *        come to 4 MiB or more leaves them to the engine's copy thread (as
+ *        a NIC's DMA would take them) and returns at once; Flush (and
+ *        PostNotify's notify) follow them.
  */
 Status TransferPost(Hixl &engine, const AscendString &remote_engine, TransferOp operation,
-                    const std::vector<TransferOpDesc> &op_descs, MemType local_type = MEM_HOST);
+                    const std::vector<TransferOpDesc> &op_descs, MemType local_type = MEM_HOST,
+                    bool detach = false);
+
+/**
+ * @brief SendNotify, except that while detached copies to the peer are in
+ *        flight the notify is queued behind them (`queued` true) and this
+ *        returns at once: it leaves once they and every earlier operation
+ *        to the peer completed there. Its failure is then the next Flush's.
+ */
+Status PostNotify(Hixl &engine, const AscendString &remote_engine, const NotifyDesc &notify,
+                  int32_t timeout_in_millis, bool &queued);
 
 /** @brief Remote completion of all work posted so far to one peer. */
 Status Flush(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in_millis);

@@ -8,10 +8,13 @@
 // operation completed by one flush.
 //
 // Owns the TransferAsync requests not yet reported finished (async_, under
-// async_mu_) and the transfer counters. Everything else it reads: the peers
-// and their tables belong to the ControlPlane (it asks it for a peer, and to
-// fetch a table again on a miss), the options to the facade. Only callers'
-// threads run it; they progress the worker themselves while they wait.
+// async_mu_), the copy thread (copier_: a posted WRITE's large copies into
+// mapped memory, and the notifies behind them) and the transfer counters.
+// Everything else it reads: the peers and their tables belong to the
+// ControlPlane (it asks it for a peer, and to fetch a table again on a
+// miss), the options to the facade. Callers' threads run it, and the copy
+// thread its detached jobs; they progress the worker themselves while they
+// wait.
 #ifndef HIXL_ENGINE_DATA_PLANE_H
 #define HIXL_ENGINE_DATA_PLANE_H
 

@@ -169,6 +169,14 @@ cdef bytes _b(object s, str what):
     raise ParamError(f"{what} must be str or bytes, got {type(s).__name__}")
 
 
+cdef NotifyDesc _notify_desc(bytes name, bytes msg):
+    """The engine's notify of (name, msg); the caller holds both for the call."""
+    cdef NotifyDesc nd
+    nd.name = AscendString(name, len(name))
+    nd.notify_msg = AscendString(msg, len(msg))
+    return nd
+
+
 cdef inline int _check(Status st, str what) except -1:
     if st != 0:
         raise error_for(st, f"{what}: {LastError().decode(errors='replace')}")
@@ -649,11 +657,9 @@ cdef class Engine:
     def send_notify(self, remote, name, msg=b"", timeout_ms=None):
         """Deliver (name, msg) to ``remote`` after all earlier transfers to it completed."""
         self._alive()
-        cdef bytes n = _b(name, "name"), m = _b(msg, "msg")
+        cdef bytes n = _b(name, "name"), m = _b(msg, "msg")  # held for the call
         cdef AscendString cr = _remote(remote)
-        cdef NotifyDesc nd
-        nd.name = AscendString(n, len(n))
-        nd.notify_msg = AscendString(m, len(m))
+        cdef NotifyDesc nd = _notify_desc(n, m)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
         with nogil:
@@ -665,11 +671,9 @@ cdef class Engine:
         rank's detached copies to ``remote`` to make -- queued behind them
         (True is returned then; a failure is the next flush's)."""
         self._alive()
-        cdef bytes n = _b(name, "name"), m = _b(msg, "msg")
+        cdef bytes n = _b(name, "name"), m = _b(msg, "msg")  # held for the call
         cdef AscendString cr = _remote(remote)
-        cdef NotifyDesc nd
-        nd.name = AscendString(n, len(n))
-        nd.notify_msg = AscendString(m, len(m))
+        cdef NotifyDesc nd = _notify_desc(n, m)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
         cdef cpp_bool queued = False

@@ -66,6 +66,8 @@ class DataPlane {
   Status PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms, bool &queued);
   /** @brief Run the detached jobs still queued, then stop the copy thread (Finalize, before the peers go). */
   void StopCopier() { copier_.Stop(); }
+  /** @brief Start the copy thread (Initialize): a first detached batch does not wait for it. */
+  void StartCopier() { copier_.Start(); }
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
   /** @brief Fill in the counters this plane keeps (bytes, blocks, atomics, notifies sent, vectored calls). */
   void AddStats(ext::Stats &s) const;

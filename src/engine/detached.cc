@@ -6,14 +6,19 @@
 namespace hixl {
 namespace engine {
 
-void Copier::Submit(PeerPtr peer, std::function<Status()> work) {
-  peer->AddDetached();
+void Copier::Start() {
   std::lock_guard<std::mutex> lk(mu_);
-  queue_.emplace_back(std::move(peer), std::move(work));
   if (!thread_.joinable()) {
     stop_ = false;
     thread_ = std::thread([this] { Run(); });
   }
+}
+
+void Copier::Submit(PeerPtr peer, std::function<Status()> work) {
+  peer->AddDetached();
+  Start();
+  std::lock_guard<std::mutex> lk(mu_);
+  queue_.emplace_back(std::move(peer), std::move(work));
   cv_.notify_one();
 }
 

@@ -39,6 +39,9 @@ class Copier {
   /** @brief Run `work` for `peer` in order after what was submitted before; its failure is the peer's. */
   void Submit(PeerPtr peer, std::function<Status()> work);
 
+  /** @brief Start the thread now rather than at the first Submit (whose caller would wait for it). */
+  void Start();
+
   /** @brief Run what is queued, then join the thread (Finalize). */
   void Stop();
 

@@ -15,7 +15,9 @@ Status HixlImpl::Initialize(const std::string &local, const std::map<AscendStrin
     return engine::Fail(PARAM_INVALID, "local engine '" + local + "' is not \"ip:port\" or \"[ipv6]:port\"");
   Status st = engine::ParseOptions(options, options_);
   if (st != SUCCESS) return st;
-  return control_.Start(hp);
+  st = control_.Start(hp);
+  if (st == SUCCESS) data_.StartCopier();
+  return st;
 }
 
 void HixlImpl::Finalize() {

@@ -100,10 +100,13 @@ class DataPlane {
 
   std::mutex async_mu_;
   std::set<void *> async_;  ///< TransferAsync requests not yet reported finished
-  Copier copier_;  ///< detached copies and the notifies behind them
 
   std::atomic<uint64_t> bytes_written_{0}, bytes_read_{0}, transfer_ops_{0}, direct_ops_{0}, atomic_ops_{0},
       notifies_sent_{0}, vectored_ops_{0}, vectored_calls_{0};
+
+  /// Detached copies and the notifies behind them. Last: its thread, which
+  /// runs this plane's code, is stopped before any other member goes.
+  Copier copier_;
 };
 
 }  // namespace engine

@@ -151,7 +151,11 @@ def run_hixl(args, lay, comm, peer, prefill, sums):
         # get mode: prefill's own cache is the window decode reads from.
         win = Win.Allocate(lay.nbytes if args.mode == "get" else 0, comm=comm, info=info)
         if args.mode == "get":
+            # Its compute writes each layer there (the loop's compute() stands
+            # for that): the bytes are in place before the timed part, as
+            # put mode's source is.
             src = np.frombuffer(win.tomemory(), np.uint8).reshape(kv.shape)
+            src[:] = kv
     else:
         win = Win.Allocate(lay.nbytes, comm=comm, info=info)
         cache = np.frombuffer(win.tomemory(), np.uint8).reshape(lay.slots, nb)
@@ -177,8 +181,7 @@ def run_hixl(args, lay, comm, peer, prefill, sums):
             # One batch per layer into decode's slots, notified once it landed.
             win.Put_batch((kv[i], offsets), peer, lay.table[i] * nb, tag=i)
         elif prefill:
-            src[i] = kv[i]  # the layer is computed into the exposed cache
-            win.Notify(peer, tag=i)
+            win.Notify(peer, tag=i)  # the layer is computed into the exposed cache
         elif per_block:
             tags = win.Wait_notify_all(lay.per_layer, source=peer)  # a sender's tags come in order
             arrivals.append(time.monotonic() - t0)
@@ -214,7 +217,7 @@ def run_mpi(args, lay, comm, peer, prefill, sums):
     mem = MPI.Alloc_mem(lay.nbytes if (not prefill or args.mode == "get") else 1)
     win = MPI.Win.Create(mem, 1, comm=comm)
     if prefill and args.mode == "get":
-        src = np.frombuffer(mem, np.uint8).reshape(kv.shape)
+        np.frombuffer(mem, np.uint8).reshape(kv.shape)[:] = kv  # computed in place, as in run_hixl
     if not prefill:
         cache = np.frombuffer(mem, np.uint8).reshape(lay.slots, nb)
         pulled = np.ones((lay.layers, lay.per_layer, nb), np.uint8)
@@ -229,8 +232,6 @@ def run_mpi(args, lay, comm, peer, prefill, sums):
         if prefill and args.mode == "put":
             for j, slot in enumerate(lay.table[i]):
                 win.Put(kv[i, j], peer, int(slot) * nb)
-        elif prefill:
-            src[i] = kv[i]
         if args.mode == "get":
             win.Fence()  # prefill's layer is ready
             if not prefill:

@@ -261,7 +261,8 @@ def run_nixl(args, lay, comm, peer, prefill, sums):
     # page faults are timed.
     if prefill:
         kv = lay.produce()
-        src = np.full(kv.shape, 0, np.uint8) if get else None  # get: the exposed cache decode reads
+        # get: the exposed cache decode reads, computed in place (as in run_hixl)
+        src = kv.copy() if get else None
         local, exposed = (None, src) if get else (kv, None)
     else:
         cache = None if get else np.full((lay.slots, nb), 0, np.uint8)
@@ -315,8 +316,7 @@ def run_nixl(args, lay, comm, peer, prefill, sums):
                     still.append(p)
             pending = still
         elif prefill:
-            src[i] = kv[i]  # the layer is computed into the exposed cache
-            agent.send_notif(remote, b"%d" % i)
+            agent.send_notif(remote, b"%d" % i)  # the layer is computed into the exposed cache
             inbox.poll()  # progress: a notification may wait in the queue for it
         else:
             _wait(lambda: inbox.poll() or i in inbox.layers, f"notification of layer {i}")

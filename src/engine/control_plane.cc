@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 
 #include "auth.h"
 #include "prefault.h"
 #include "status.h"
+#include "ucx_env.h"
 
 namespace hixl {
 namespace engine {
@@ -26,6 +28,7 @@ namespace {
 constexpr uint64_t kIdUcx = 1, kIdWake = 2, kIdListen = 3;
 constexpr int kMaxEvents = 64;
 constexpr int kEpollWaitMs = 100;
+constexpr int32_t kWarmUpMs = 100;  // PrepareEndpointConfig's bound
 constexpr auto kParkStep = std::chrono::milliseconds(1);
 constexpr auto kHandshakeGrace = std::chrono::seconds(5);
 /// However busy the worker keeps it, the progress thread serves the control
@@ -74,6 +77,7 @@ Status ControlPlane::Start(const HostPort &local) {
   } catch (ucs_status_t s) {
     return FromUcs(s, "UCX initialization failed");
   }
+  PrepareEndpointConfig();
   ucp_am_handler_param_t am;
   std::memset(&am, 0, sizeof(am));
   am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
@@ -112,6 +116,50 @@ Status ControlPlane::Start(const HostPort &local) {
   progress_ = std::thread([this] { ProgressLoop(); });
   guard.armed = false;
   return SUCCESS;
+}
+
+void ControlPlane::PrepareEndpointConfig() {
+  // UCX works out how to reach a kind of peer (lanes, thresholds,
+  // protocols) the first time one is connected, and keeps it for every
+  // later peer of that kind: about a millisecond that would otherwise be the
+  // first transfer's. A second worker of this context looks to ours like a
+  // peer on this host, so one endpoint to it pays that here, at start-up
+  // (before the progress thread: both workers are this thread's). Its lanes
+  // are wired up (both workers progressed) before it closes, so that no
+  // connection of theirs is left half-made.
+  // Only where same-node peers are reached over shared memory: a tcp lane to
+  // a worker of this process is not accepted (UCX logs the refusal), so a
+  // UCX_TLS that names tcp keeps the cost at the first connect.
+  const char *tls = getenv("UCX_TLS");
+  if (!UcxTlsEnables({"sm", "shm", "posix", "sysv", "cma", "xpmem", "knem"}) ||
+      (tls != nullptr && *tls != '\0' && UcxTlsEnables({"tcp"})))
+    return;
+  std::shared_ptr<Worker> other;
+  try {
+    other = std::make_shared<Worker>(worker_->context());
+  } catch (ucs_status_t) {
+    return;  // only a warm-up: the first connect pays it instead
+  }
+  ucp_ep_params_t params;
+  std::memset(&params, 0, sizeof(params));
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  params.address = reinterpret_cast<const ucp_address_t *>(other->address().data());
+  params.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+  ucp_ep_h ep = nullptr;
+  if (ucp_ep_create(worker_->get(), &params, &ep) != UCS_OK) return;
+  auto until = DeadlineIn(kWarmUpMs);
+  auto settle = [&](void *req) {
+    if (req == nullptr || UCS_PTR_IS_ERR(req)) return;
+    while (ucp_request_check_status(req) == UCS_INPROGRESS && Clock::now() < until) {
+      ucp_worker_progress(worker_->get());
+      ucp_worker_progress(other->get());
+    }
+    ucp_request_free(req);
+  };
+  settle(FlushEp(ep));
+  ucp_request_param_t close;
+  std::memset(&close, 0, sizeof(close));
+  settle(ucp_ep_close_nbx(ep, &close));  // a flush close, both sides progressed
 }
 
 void ControlPlane::Stop() {

@@ -153,6 +153,7 @@ class ControlPlane {
   void TeardownPeer(const PeerPtr &peer, Deadline deadline);
   /** @brief Retire a key dropped from a peer's table (its table_mu held exclusively). */
   void Retire(Peer &peer, std::shared_ptr<RemoteKey> key);
+  void PrepareEndpointConfig();
   std::string EncodeTable();
   Status DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
                      const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out);

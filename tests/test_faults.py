@@ -138,6 +138,36 @@ SCRIPT = textwrap.dedent(r'''
         time.sleep(0.3)
         attempt("Fence2", lambda: win.Fence())
         attempt("Put", lambda: win.Put(np.ones(1, np.int64), VICTIM, 0))
+    elif scenario == "batch_inflight":
+        # A tagged Put_batch into the victim's Allocate window leaves its
+        # copies (and the tag) to the engine's copy thread: the victim dies
+        # while they stream, and the survivor gets a PeerFailure, not a crash.
+        big = Win.Allocate(8 << 20, comm=comm)
+        big.Lock_all(hixl_rma.MODE_NOCHECK)
+        comm.Barrier()
+        if rank == VICTIM:
+            time.sleep(0.3)
+            die()
+        src = np.ones(8 << 20, np.uint8)
+        whole = np.array([[0, 8 << 20]])
+
+        end, k, failure = time.monotonic() + 10, 0, None
+        while time.monotonic() < end and failure is None:
+            t_call = time.monotonic()
+            try:
+                big.Put_batch((src, whole), VICTIM, [0], tag=k)
+                big.Flush(VICTIM)
+            except Exception as exc:  # reported below, after the victim's launcher said it was killed
+                failure = exc
+            k += 1
+        took = time.monotonic() - t_call
+        time.sleep(0.5)  # the launcher's "Killed" line is printed meanwhile, not inside ours
+        if failure is None:
+            out("Put_batch_stream", "BAD:no-failure", f"{took:.3f}")
+        else:
+            print(f"RESULT Put_batch_stream {type(failure).__name__} {took:.3f} | {failure}", flush=True)
+        attempt("Unlock_all_big", big.Unlock_all)
+        attempt("Free_big", big.Free)
     else:
         raise SystemExit(f"unknown scenario {scenario}")
 
@@ -291,6 +321,17 @@ def test_victim_dies_in_fence_epoch_with_rma_in_flight(tmp_path, tls, where):
     res, out, _ = _mpi_scenario(tmp_path, "fence_inflight", tls, where)
     outcome, seconds, msg = _failed_fast(res, "Fence", out, ("PeerFailure",))
     assert seconds < 1.5, out
+    _check_cleanup(res, out)
+
+
+@needs_hydra
+def test_victim_dies_under_detached_put_batches(tmp_path):
+    res, out, _ = _mpi_scenario(tmp_path, "batch_inflight")
+    assert "Put_batch_stream" in res, out
+    outcome, seconds, msg = _failed_fast(res, "Put_batch_stream", out, ("PeerFailure",))
+    assert seconds < 3.0, out
+    # Unlock_all and Free of that window end (their outcome is the dead
+    # peer's, as for the first window's, checked below): DONE is printed.
     _check_cleanup(res, out)
 
 

@@ -8,6 +8,10 @@ namespace engine {
 
 void Copier::Start() {
   std::lock_guard<std::mutex> lk(mu_);
+  StartLocked();
+}
+
+void Copier::StartLocked() {
   if (!thread_.joinable()) {
     stop_ = false;
     thread_ = std::thread([this] { Run(); });
@@ -16,8 +20,8 @@ void Copier::Start() {
 
 void Copier::Submit(PeerPtr peer, std::function<Status()> work) {
   peer->AddDetached();
-  Start();
   std::lock_guard<std::mutex> lk(mu_);
+  StartLocked();
   queue_.emplace_back(std::move(peer), std::move(work));
   cv_.notify_one();
 }

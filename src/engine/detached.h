@@ -47,6 +47,7 @@ class Copier {
 
  private:
   void Run();
+  void StartLocked();  ///< mu_ held
 
   std::mutex mu_;
   std::condition_variable cv_;

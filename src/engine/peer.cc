@@ -52,9 +52,6 @@ bool Peer::SetDead(const std::string &why) {
   return true;
 }
 
-// A successful pidfd poll vouches for the pid for a millisecond: the kernel
-// hands an exited process's pid to another one only after cycling through
-// the whole pid space, which takes far longer.
 void Peer::DropRetired(uint64_t upto, bool wait) {
   std::vector<std::pair<uint64_t, std::shared_ptr<RemoteKey>>> gone;
   {
@@ -70,43 +67,39 @@ void Peer::DropRetired(uint64_t upto, bool wait) {
   }
 }
 
-void Peer::AddDetached() {
-  std::lock_guard<std::mutex> lk(detached_mu);
-  ++detached;
-}
+void Peer::AddDetached() { detached.fetch_add(1, std::memory_order_acq_rel); }
 
 void Peer::DoneDetached(Status st, const std::string &error) {
   std::lock_guard<std::mutex> lk(detached_mu);
-  --detached;
-  if (st != SUCCESS && detached_status == SUCCESS) {
+  if (st != SUCCESS && !detached_failed.load(std::memory_order_relaxed)) {
     detached_status = st;
     detached_error = error;
+    detached_failed.store(true, std::memory_order_release);
   }
+  detached.fetch_sub(1, std::memory_order_acq_rel);  // after the failure: a flush that sees none in flight sees it
   detached_cv.notify_all();
 }
 
-bool Peer::HasDetached() {
-  std::lock_guard<std::mutex> lk(detached_mu);
-  return detached != 0;
-}
+bool Peer::HasDetached() const { return detached.load(std::memory_order_acquire) != 0; }
 
 bool Peer::DetachedIdle(std::chrono::steady_clock::time_point deadline) {
   std::unique_lock<std::mutex> lk(detached_mu);
-  return detached_cv.wait_until(lk, deadline, [&] { return detached == 0; });
+  return detached_cv.wait_until(lk, deadline, [&] { return detached.load(std::memory_order_relaxed) == 0; });
 }
 
 Status Peer::WaitDetached(std::chrono::steady_clock::time_point deadline, const char *what) {
-  std::unique_lock<std::mutex> lk(detached_mu);
-  if (!detached_cv.wait_until(lk, deadline, [&] { return detached == 0; }))
+  // Every flush comes here: with no job in flight and none failed, no lock.
+  if (!HasDetached() && !detached_failed.load(std::memory_order_acquire)) return SUCCESS;
+  if (!DetachedIdle(deadline))
     return Fail(TIMEOUT, std::string(what) + " to " + name + ": the engine's copies to it did not end in time");
-  Status st = detached_status;
-  if (st != SUCCESS) {
-    detached_status = SUCCESS;
-    return Fail(st, std::string(what) + " to " + name + ": " + detached_error);
-  }
-  return SUCCESS;
+  std::lock_guard<std::mutex> lk(detached_mu);
+  if (!detached_failed.exchange(false, std::memory_order_acq_rel)) return SUCCESS;
+  return Fail(detached_status, std::string(what) + " to " + name + ": " + detached_error);
 }
 
+// A successful pidfd poll vouches for the pid for a millisecond: the kernel
+// hands an exited process's pid to another one only after cycling through
+// the whole pid space, which takes far longer.
 bool Peer::PidStillPeer() {
   if (dead) return false;
   int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();

@@ -94,10 +94,12 @@ struct Peer {
   std::atomic<uint64_t> bytes_written{0}, bytes_read{0}, ops{0};
 
   /// Detached jobs (copies, notifies: detached.h) in flight for this peer,
-  /// and the first failure among those ended since the last WaitDetached.
+  /// and the first failure among those ended since the last WaitDetached
+  /// (status and text under detached_mu, detached_failed says there is one).
   std::mutex detached_mu;
   std::condition_variable detached_cv;
-  size_t detached = 0;
+  std::atomic<size_t> detached{0};
+  std::atomic<bool> detached_failed{false};
   Status detached_status = SUCCESS;
   std::string detached_error;
 
@@ -133,7 +135,7 @@ struct Peer {
   /** @brief A detached job ended; the first failure is kept for the next WaitDetached. */
   void DoneDetached(Status st, const std::string &error);
   /** @brief True while detached jobs for this peer are in flight. */
-  bool HasDetached();
+  bool HasDetached() const;
   /** @brief Wait until no detached job for this peer is in flight; false past `deadline`. */
   bool DetachedIdle(std::chrono::steady_clock::time_point deadline);
   /**

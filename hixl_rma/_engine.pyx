@@ -763,13 +763,7 @@ cdef class Engine:
 
     def flush(self, remote, timeout_ms=None):
         """Remote completion of all work posted so far to ``remote``."""
-        self._alive()
-        cdef AscendString cr = _remote(remote)
-        cdef int32_t t = _timeout(timeout_ms)
-        cdef Status st
-        with nogil:
-            st = Flush(self._h[0], cr, t)
-        _check(st, f"Flush({remote!r})")
+        _peer_call(self, Flush, remote, timeout_ms, "Flush")
 
     def remote_ptr(self, remote, remote_addr, length):
         """Address in this process of a peer's mapped region (UnsupportedError if not mapped)."""
@@ -803,13 +797,7 @@ cdef class Engine:
 
     def refresh(self, remote, timeout_ms=None):
         """Fetch a connected peer's memory table again now (RefreshPeer)."""
-        self._alive()
-        cdef AscendString cr = _remote(remote)
-        cdef int32_t tmo = _timeout(timeout_ms)
-        cdef Status st
-        with nogil:
-            st = RefreshPeer(self._h[0], cr, tmo)
-        _check(st, f"RefreshPeer({remote!r})")
+        _peer_call(self, RefreshPeer, remote, timeout_ms, "RefreshPeer")
 
     def wait_notifies(self, timeout_ms):
         """Sleep (GIL released) until a notification is waiting for
@@ -848,6 +836,21 @@ cdef class Engine:
         cdef PeerStats s
         _check(GetPeerStats(self._h[0], _remote(remote), s), f"GetPeerStats({remote!r})")
         return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops)
+
+
+ctypedef Status (*_PeerCall)(Hixl &, const AscendString &, int32_t) nogil
+
+
+cdef int _peer_call(Engine eng, _PeerCall call, remote, timeout_ms, str what) except -1:
+    """An extension call that takes a peer and a timeout (Flush, RefreshPeer),
+    the GIL released while it waits."""
+    eng._alive()
+    cdef AscendString cr = _remote(remote)
+    cdef int32_t t = _timeout(timeout_ms)
+    cdef Status st
+    with nogil:
+        st = call(eng._h[0], cr, t)
+    return _check(st, f"{what}({remote!r})")
 
 
 cdef int _post(Engine self, remote, object op, vector[TransferOpDesc] &v, bint local_device) except -1:

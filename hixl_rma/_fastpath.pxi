@@ -199,6 +199,16 @@ cdef class FastWin:
             self.held[rank] = held
             self.held_n += 1 if held else -1
 
+    def held_ranks(self, rank=None):
+        """The ranks with held notifications, ascending (of ``rank`` only,
+        when given: [rank] or [])."""
+        cdef Py_ssize_t r
+        if self.held_n == 0:
+            return []
+        if rank is not None:
+            return [rank] if type(rank) is int and 0 <= rank < self.n and self.held[rank] else []
+        return [r for r in range(self.n) if self.held[r]]
+
     def is_dirty(self, Py_ssize_t rank):
         return 0 <= rank < self.n and self.dirty[rank] == 1
 

@@ -49,15 +49,16 @@ class Notifications:
     notifications this rank sent there, what the target had consumed of
     them when last read, and the tags held for a batch."""
 
-    __slots__ = ("w", "sent", "credit", "held", "holding", "_world_to_rank")
+    __slots__ = ("w", "sent", "credit", "held", "_world_to_rank")
 
     def __init__(self, core):
         self.w = core
         n = len(core.targets)
         self.sent = [0] * n    # notifications this rank sent to each target
         self.credit = [0] * n  # what each target had consumed of them when last read
-        self.held = [[] for _ in range(n)]  # tags held for a batch, per target
-        self.holding = set()   # the targets with held tags
+        # Tags held for a batch, per target; FastWin.set_held marks the
+        # targets with any, for the hot path and for release().
+        self.held = [[] for _ in range(n)]
         self._world_to_rank = {t.world: t.rank for t in core.targets}
 
     def _limit(self):
@@ -93,7 +94,6 @@ class Notifications:
         if len(held) >= min(self._batch(), limit):
             self._release(t, what)
         elif len(held) == 1:
-            self.holding.add(r)
             self.w.fast.set_held(r, True)  # the hot Flush and Fence now come here first
 
     def _release(self, t, what):
@@ -105,7 +105,6 @@ class Notifications:
         msg = _TAG.pack(held[0]) if len(held) == 1 else np.asarray(held, "<i8").tobytes()
         count = len(held)
         held.clear()
-        self.holding.discard(r)
         w.fast.set_held(r, False)
         try:
             # Behind the engine's detached copies to t, if it has any (a
@@ -122,10 +121,7 @@ class Notifications:
 
     def release(self, rank, what):
         """Send the notifications held for ``rank`` (None: for every rank)."""
-        if not self.holding:
-            return
-        ranks = sorted(self.holding) if rank is None else ((rank,) if type(rank) is int and rank in self.holding else ())
-        for r in ranks:
+        for r in self.w.fast.held_ranks(rank):
             self._release(self.w.targets[r], what)
 
     def _wait_credit(self, t, limit, what):

@@ -2,6 +2,7 @@
 forms mpi4py parses, Fortran order, MPI.PROC_NULL, single-element atomics,
 dynamic windows with many (and empty) regions, requests, errors."""
 import array
+import time
 
 import numpy as np
 import pytest
@@ -221,10 +222,17 @@ def test_sync_makes_remote_writes_visible_to_a_spinning_reader(comm, rank, left,
     win.Lock(right, MPI.LOCK_SHARED)
     win.Accumulate(np.array([rank + 1], np.int64), right, 0, MPI.REPLACE)
     win.Unlock(right)
-    for _ in range(100000):
+    # Until a deadline, not a count of loads: with three ranks on two cores
+    # the writer may not have run yet when a fixed count is used up; past the
+    # first loads the reader yields its core, as mpi4py.util.sync's spin does.
+    deadline, spins = time.monotonic() + 20, 0
+    while time.monotonic() < deadline:
         win.Sync()
         if flag[0]:
             break
+        spins += 1
+        if spins > 1000:
+            time.sleep(1e-4)
     seen = flag[0]
     del flag
     barrier(comm)

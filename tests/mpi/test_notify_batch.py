@@ -143,7 +143,7 @@ def test_wait_notify_timeout(comm):
     win.Free()
     assert isinstance(err.value, TimeoutError)
     assert issubclass(HixlTimeoutError, TimeoutError)
-    assert 0.19 <= elapsed < 1.0, elapsed
+    assert 0.19 <= elapsed < 3.0, elapsed  # the upper bound leaves room for a loaded machine
 
 
 # ----------------------------------------------------- notification bound
@@ -159,7 +159,7 @@ def test_notify_limit_back_pressure_loses_nothing(comm, rank):
             win.Notify(1, tag=k)
         elapsed = time.monotonic() - t0
     elif rank == 1:
-        time.sleep(0.3)
+        time.sleep(0.6)  # well past the 0.25 s asserted: the ranks leave the barrier at different times
         got = win.Wait_notify_all(12, source=0, timeout=20)
     win.Unlock_all()
     barrier(comm)

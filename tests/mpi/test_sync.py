@@ -257,7 +257,7 @@ def test_lock_words_name_their_holders(comm, rank, left, right):
     after = int(words[lock])
     win.Free()
     assert shared_seen == (1, 1) and released == (0, 0), (rank, shared_seen, released)
-    assert took < 1.0 and after == 0 and buf[1] == left
+    assert took < 3.0 and after == 0 and buf[1] == left
 
 
 @pytest.mark.core

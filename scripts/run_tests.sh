@@ -12,10 +12,18 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 LIMIT=${STEP_TIMEOUT:-900}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failed=()
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
 step() {
   local name=$1; shift
   echo "== $name: $*"
-  if ! timeout --kill-after=10 "$LIMIT" "$@"; then failed+=("$name"); fi
+  # A copy of the output for the summary; through a process substitution,
+  # which the step does not wait for (a stray rank holding a pipe would
+  # otherwise stall it past its time limit).
+  local rc=0
+  timeout --kill-after=10 "$LIMIT" "$@" > >(tee "$logs/$name.log") 2>&1 || rc=$?
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then echo "step $name timed out after $LIMIT s" >> "$logs/$name.timeout"; fi
+  if [ "$rc" -ne 0 ]; then failed+=("$name"); fi
 }
 step single "$PYTEST" -q -p no:cacheprovider tests --ignore=tests/mpi
 step mpi-2 "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi
@@ -25,6 +33,14 @@ step mpi-2-tcp env UCX_TLS=tcp "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider 
 # mpi4py) on hixl_rma.Win, at -n 1, 2 and 3, beside plain mpi4py.
 step mpi4py-suite python scripts/mpi4py_suite.py --sizes 1,2,3
 if [ ${#failed[@]} -ne 0 ]; then
+  # Last, so that a CI log's tail names what failed: each failed step's
+  # failing tests (one line each, not once per rank) or its last lines.
+  for name in "${failed[@]}"; do
+    echo "-- $name:"
+    cat "$logs/$name.timeout" 2>/dev/null
+    { grep -aE '^(FAILED|ERROR) |^failed on rank|Timeout|timed out|Segmentation|Aborted|BAD TERMINATION' \
+        "$logs/$name.log" || tail -n 5 "$logs/$name.log"; } | cut -c1-300 | sort -u | head -n 15
+  done
   echo "FAILED steps: ${failed[*]}"
   exit 1
 fi

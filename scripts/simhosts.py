@@ -37,7 +37,9 @@ import subprocess
 import sys
 import time
 
-PREFIX = "hixl-sim"
+# Names of the namespaces (and the state folder): runs that must not meet
+# (two checkouts testing at once) each set their own.
+PREFIX = os.environ.get("HIXL_SIMHOSTS_PREFIX", "hixl-sim")
 SUBNET = "10.77.0"
 HEAD_IP = f"{SUBNET}.254"
 STATE = os.environ.get("HIXL_SIMHOSTS_STATE", f"/tmp/{PREFIX}")

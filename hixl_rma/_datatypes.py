@@ -26,6 +26,7 @@ __all__ = [
     "Buffer",
     "Typemap",
     "as_buffer",
+    "clip_blocks",
     "merge_adjacent",
     "target_blocks",
     "typemap",
@@ -579,7 +580,7 @@ def _array_layout(arr):
     return ptr + lo, hi - lo, merge_adjacent(blocks)
 
 
-def _truncate(blocks, nbytes):
+def clip_blocks(blocks, nbytes):
     """The leading blocks holding the first ``nbytes`` data bytes."""
     if nbytes == 0:
         return _EMPTY
@@ -710,7 +711,7 @@ def as_buffer(spec, *, writable, name="origin", allow_device=False):
                 raise _too_small(name, nbytes, count, arr.dtype if tm is None else datatype,
                                  count * arr.itemsize)
             size = count * arr.itemsize
-            blocks = _truncate(blocks, size)
+            blocks = clip_blocks(blocks, size)
         dtype = _element_dtype(arr.dtype)
         return Buffer(keep, address, nbytes, readonly, blocks, dtype, size,
                       typemap=tm, type_count=arr.size if count is None else count)
@@ -783,14 +784,22 @@ def _no_buffer(buf, count, displ, datatype, tm, name):
 # -- targets -------------------------------------------------------------------
 
 
-def target_blocks(target, origin, disp_unit):
+def target_blocks(target, origin, disp_unit, receiver=None):
     """Blocks of the target window a transfer with ``origin`` touches.
 
     ``target`` is ``None``, a displacement (in ``disp_unit``s), or
     ``(disp,)``, ``(disp, count)``, ``(disp, count, datatype)`` as a tuple or
     list.  Without a datatype the origin's datatype is used (its element
     type for plain buffers), as in MPI.  Returns ``(start_byte, blocks,
-    dtype, size)`` with block offsets in bytes from the window start.
+    dtype, size)`` with block offsets in bytes from the window start and
+    ``size`` the bytes that move.
+
+    ``receiver`` says which side receives, as MPI moves RMA data as a send
+    into a receive: ``"target"`` (Put) may describe more than the origin
+    holds, ``"origin"`` (Get) may hold more than the target describes; the
+    data then fills the start of the larger side (its blocks are cut to
+    ``size`` here for the target; the caller cuts the origin's). ``None``
+    (accumulates, which MPI defines element for element) needs both equal.
     """
     count = datatype = None
     if target is None:
@@ -835,19 +844,16 @@ def target_blocks(target, origin, disp_unit):
             count = origin.type_count
     else:
         item = origin.dtype.itemsize if origin.dtype is not None else 1
-        size = origin.size if count is None else count * item
-        if size != origin.size:
-            cls = BoundsError if size > origin.size else DatatypeError
-            raise cls(f"target describes {size} bytes but origin has {origin.size} bytes")
+        size = _moved(origin.size if count is None else count * item, origin.size, receiver)
         return start, _span(start, size), origin.dtype, size
 
-    size = count * tm.size
-    if size != origin.size:
-        # More than the origin holds would run past it: a bounds error, as
-        # for a too large origin count; fewer is a type mismatch.
-        cls = BoundsError if size > origin.size else DatatypeError
-        raise cls(f"target describes {size} bytes but origin has {origin.size} bytes")
-    blocks = tm.replicate(count, start)
+    size = _moved(count * tm.size, origin.size, receiver)
+    if size < count * tm.size:
+        # Only the elements the data reaches: a target count far past what
+        # moves costs nothing.
+        blocks = clip_blocks(tm.replicate(-(-size // tm.size), start), size) if size else _EMPTY
+    else:
+        blocks = tm.replicate(count, start)
     if not tm.contiguous and len(blocks):
         lo = int(blocks[:, 0].min())
         if lo < 0:
@@ -856,3 +862,24 @@ def target_blocks(target, origin, disp_unit):
                 f"{-lo} bytes before the window start"
             )
     return start, blocks, tm.base, size
+
+
+def _moved(described, held, receiver):
+    """The bytes a transfer moves: the target describes ``described``, the
+    origin holds ``held``. The receiving side may be the larger one (MPI's
+    send/receive rule); a receiving side too small is a BoundsError, and
+    where both must agree (``receiver`` None) a difference is refused as
+    before: more than the origin holds would run past it (BoundsError),
+    fewer is a type mismatch (DatatypeError)."""
+    if described == held:
+        return held
+    if receiver == "target":
+        if described > held:
+            return held
+        raise BoundsError(f"target describes {described} bytes, fewer than the {held} bytes the origin sends")
+    if receiver == "origin":
+        if held > described:
+            return described
+        raise BoundsError(f"origin holds {held} bytes, fewer than the {described} bytes the target describes")
+    cls = BoundsError if described > held else DatatypeError
+    raise cls(f"target describes {described} bytes but origin has {held} bytes")

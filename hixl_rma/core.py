@@ -21,7 +21,7 @@ from . import ctrl as CTRL
 from . import runtime as _rt
 from . import shared
 from . import winmeta
-from ._datatypes import as_buffer, target_blocks
+from ._datatypes import as_buffer, clip_blocks, target_blocks
 from .comm import as_communicator
 from .device import is_device, with_cai
 from .dynamic import Regions
@@ -328,15 +328,18 @@ class WindowCore:
         except ParamError as exc:
             raise self.in_context(exc, what, t) from None
 
-    def descs(self, t, ob, target, what):
-        """Engine descriptors for origin buffer ``ob`` at ``target`` of t."""
+    def descs(self, t, ob, target, what, op):
+        """Engine descriptors for origin buffer ``ob`` at ``target`` of t; a
+        receiving side larger than the data (the target of a Put, the origin
+        of a Get) takes the data into its start, as in MPI."""
         try:
-            _, tblk, _, _ = target_blocks(target, ob, t.disp_unit)
+            _, tblk, _, size = target_blocks(target, ob, t.disp_unit, "target" if op == _WRITE else "origin")
         except ParamError as exc:
             raise self.in_context(exc, what, t, f" ({ob.size} bytes from the origin)") from None
         if not len(tblk):
             return None
-        return pair_blocks(ob.blocks, ob.address, tblk, self.target_base(t, tblk, what))
+        oblk = ob.blocks if size == ob.size else clip_blocks(ob.blocks, size)
+        return pair_blocks(oblk, ob.address, tblk, self.target_base(t, tblk, what))
 
     def target_base(self, t, tblk, what):
         """Check target blocks against t's window; the address offsets count from."""
@@ -420,7 +423,7 @@ class WindowCore:
             return  # MPI.PROC_NULL: the origin is not even parsed
         ob = self.origin(origin, op == _READ, t, what)
         self.check_mode(t, op, what)
-        descs = self.descs(t, ob, target, what)
+        descs = self.descs(t, ob, target, what, op)
         if descs is not None:
             try:
                 self.post(t, op, descs, ob.obj, ob.device)
@@ -436,7 +439,7 @@ class WindowCore:
             return Request.completed()  # MPI.PROC_NULL
         ob = self.origin(origin, op == _READ, t, what)
         self.check_mode(t, op, what)
-        descs = self.descs(t, ob, target, what)
+        descs = self.descs(t, ob, target, what, op)
         if descs is None:
             return Request.completed()
         if ob.device:

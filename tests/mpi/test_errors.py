@@ -53,10 +53,14 @@ CASES = {
         lambda w, r, s, v: w.Put([np.ones(3, np.int64), 5, MPI.INT64_T], r, 0), BoundsError,
         lambda r, s: rf"Put to rank {r} of window \S+: origin buffer of 24 bytes is too small "
                      rf"for count 5 of MPI.INT64_T \(needs 40 bytes\)"),
-    "target_count_too_large": (
-        lambda w, r, s, v: w.Put(np.ones(3, np.int64), r, (0, 5)), BoundsError,
+    "target_count_too_small": (
+        lambda w, r, s, v: w.Put(np.ones(3, np.int64), r, (0, 2)), BoundsError,
         lambda r, s: rf"Put to rank {r} of window \S+ \(24 bytes from the origin\): "
-                     rf"target describes 40 bytes but origin has 24 bytes"),
+                     rf"target describes 16 bytes, fewer than the 24 bytes the origin sends"),
+    "get_origin_too_small": (
+        lambda w, r, s, v: w.Get(np.zeros(2, np.int64), r, (0, 3)), BoundsError,
+        lambda r, s: rf"Get to rank {r} of window \S+ \(16 bytes from the origin\): "
+                     rf"origin holds 16 bytes, fewer than the 24 bytes the target describes"),
     "target_datatype_beyond_window": (
         lambda w, r, s, v: w.Put(np.ones(3, np.int64), r, (0, 1, v)), BoundsError,
         lambda r, s: rf"Put to rank {r} of window \S+: target offset 0 length 88 bytes "
@@ -64,10 +68,10 @@ CASES = {
     "target_datatype_displaced": (
         lambda w, r, s, v: w.Get(np.zeros(3, np.int64), r, (2, 1, v)), BoundsError,
         lambda r, s: rf"Get to rank {r} of window \S+: target offset 16 length 88 bytes"),
-    "target_type_mismatch": (
-        lambda w, r, s, v: w.Put(np.ones(3, np.int64), r, (0, 5, MPI.INT)), DatatypeError,
+    "target_type_too_small": (
+        lambda w, r, s, v: w.Put(np.ones(3, np.int64), r, (0, 5, MPI.INT)), BoundsError,
         lambda r, s: rf"Put to rank {r} of window \S+ \(24 bytes from the origin\): "
-                     rf"target describes 20 bytes but origin has 24 bytes"),
+                     rf"target describes 20 bytes, fewer than the 24 bytes the origin sends"),
     "not_a_datatype": (
         lambda w, r, s, v: w.Put(np.ones(3, np.int64), r, (0, 3, "bogus")), DatatypeError,
         lambda r, s: rf"Put to rank {r} of window \S+ .*'bogus' is not a datatype"),
@@ -100,8 +104,8 @@ CASES = {
         lambda r, s: rf"Rget to rank {r} of window \S+: origin buffer is read-only"),
 }
 
-CORE = {"put_past_end", "negative_disp", "target_count_too_large", "rank_out_of_range",
-        "str_origin", "readonly_origin_for_get", "target_type_mismatch"}
+CORE = {"put_past_end", "negative_disp", "target_count_too_small", "get_origin_too_small", "rank_out_of_range",
+        "str_origin", "readonly_origin_for_get", "target_type_too_small"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.core) if c in CORE else c

@@ -7,7 +7,7 @@ hixl_rma's:
 
 - ``MPI.Win`` and ``MPI.WIN_NULL``;
 - ``MPI.Request``: mpi4py's request class, extended so that its list forms
-  (``Waitall``, ``Testall``, ``Waitany``, ``Testany``) also take the
+  (``Waitall`` ... ``Get_status_some``, ``waitall`` ... ``get_status_some``) also take the
   requests of ``Rput``/``Rget``/``Raccumulate``/``Rget_accumulate``, mixed
   with mpi4py's own, and ``isinstance(r, MPI.Request)`` holds for both.
 
@@ -39,45 +39,34 @@ class _RequestType(type):
         return issubclass(sub, (original("Request"), Request))
 
 
+# The list forms of MPI.Request: each also takes hixl_rma's requests.
+LIST_FORMS = ("Waitall", "Testall", "Waitany", "Testany", "Waitsome", "Testsome", "Get_status_all",
+              "Get_status_any", "Get_status_some", "waitall", "testall", "waitany", "testany", "waitsome",
+              "testsome", "get_status_all", "get_status_any", "get_status_some")
+
+
 def _mixed_request_class():
     from .request import Request as HixlRequest
     base = original("Request")
 
-    def split(requests):
-        ours = [r for r in requests if isinstance(r, HixlRequest)]
-        theirs = [r for r in requests if not isinstance(r, HixlRequest)]
-        return ours, theirs
+    def list_form(name):
+        theirs, ours = getattr(base, name), getattr(HixlRequest, name)
 
-    class Request(base, metaclass=_RequestType):
-        """mpi4py's ``MPI.Request``, whose list forms also take hixl_rma's RMA requests."""
+        def form(cls, requests, *args, **kwargs):
+            # Lists of mpi4py's requests alone keep mpi4py's own call (and
+            # its speed); a list with one of ours goes to ours, which calls
+            # each request's own Wait/Test.
+            if any(isinstance(r, HixlRequest) for r in requests):
+                return ours(list(requests), *args, **kwargs)
+            return theirs(requests, *args, **kwargs)
 
-        @staticmethod
-        def Waitall(requests, statuses=None):
-            ours, theirs = split(requests)
-            if not ours:
-                return base.Waitall(requests, statuses)
-            HixlRequest.Waitall(ours)
-            return base.Waitall(theirs) if theirs else True
+        form.__name__ = form.__qualname__ = name
+        form.__doc__ = theirs.__doc__
+        return classmethod(form)
 
-        @staticmethod
-        def Testall(requests, statuses=None):
-            ours, theirs = split(requests)
-            if not ours:
-                return base.Testall(requests, statuses)
-            return HixlRequest.Testall(ours) and (base.Testall(theirs) if theirs else True)
-
-        @staticmethod
-        def Waitany(requests, status=None):
-            if not split(requests)[0]:
-                return base.Waitany(requests, status)
-            return HixlRequest.Waitany(list(requests))
-
-        @staticmethod
-        def Testany(requests, status=None):
-            if not split(requests)[0]:
-                return base.Testany(requests, status)
-            return HixlRequest.Testany(list(requests))
-
+    ns = {name: list_form(name) for name in LIST_FORMS}
+    ns["__doc__"] = "mpi4py's ``MPI.Request``, whose list forms also take hixl_rma's RMA requests."
+    Request = _RequestType("Request", (base,), ns)
     Request.__module__ = MPI.__name__
     Request.__qualname__ = "Request"
     return Request

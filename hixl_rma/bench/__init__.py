@@ -28,6 +28,7 @@ import sys
 WORKLOADS = {
     "engine": "hixl_rma.bench.engine",
     "rma": "hixl_rma.bench.rma",
+    "queue": "hixl_rma.bench.queue",
     "merge": "hixl_rma.bench.merge",
 }
 

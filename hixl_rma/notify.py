@@ -15,13 +15,20 @@ Aggregation (HIXL's ``HIXL_NOTIFY_BATCH_SIZE``): with ``notify_batch`` N > 1
 (info key; default ``HIXL_RMA_NOTIFY_BATCH``), notifications to a target are
 held and leave as one engine message once N are held, or at the origin's
 next Flush, Flush_all, Unlock, Unlock_all, Fence, Complete or Free of the
-window, or when it waits for or tests notifications on it (so that two
-ranks answering each other cannot both hold theirs). The message leaves
-after every earlier operation to the target completed there, as a single
-notification does: the guarantee is unchanged, and the origin flushes and
-the target wakes once per batch instead of once per tag.
+window, or when it waits for or tests notifications on it, and at the
+latest ``notify_hold_us`` (info key, default 1000: 1 ms) after the first of
+them was held: a program that answers a notification through MPI (or
+computes) before its next synchronization then completes as it would
+without batching. The message
+leaves after every earlier operation to the target completed there, as a
+single notification does: the guarantee is unchanged, and the origin
+flushes and the target wakes once per batch instead of once per tag.
 """
+import heapq
 import struct
+import threading
+import time
+import weakref
 
 import numpy as np
 
@@ -33,6 +40,8 @@ from .constants import PROC_NULL
 from .errors import HixlError, HixlTimeoutError, ParamError
 
 DEFAULT_NOTIFY_LIMIT = 1024
+DEFAULT_HOLD_US = 1000  # the longest a held notification waits for its batch (info notify_hold_us)
+_MAX_HOLD_US = 60_000_000
 _TAG = struct.Struct("<q")
 _MAX_BATCH = 64 * 1024 // _TAG.size  # tags in the engine's largest message
 
@@ -49,7 +58,7 @@ class Notifications:
     notifications this rank sent there, what the target had consumed of
     them when last read, and the tags held for a batch."""
 
-    __slots__ = ("w", "sent", "credit", "held", "_world_to_rank")
+    __slots__ = ("w", "sent", "credit", "held", "_world_to_rank", "lock", "since", "late", "__weakref__")
 
     def __init__(self, core):
         self.w = core
@@ -60,6 +69,11 @@ class Notifications:
         # targets with any, for the hot path and for release().
         self.held = [[] for _ in range(n)]
         self._world_to_rank = {t.world: t.rank for t in core.targets}
+        # The held tags and what was sent are also the pacer's (_Pacer),
+        # which sends what was held notify_hold_us: one at a time.
+        self.lock = threading.RLock()
+        self.since = [0.0] * n  # per target: when its first held tag was held
+        self.late = None  # the pacer's failure to send, raised by the next release()
 
     def _limit(self):
         info = self.w.info
@@ -81,9 +95,24 @@ class Notifications:
                              f"got {value!r}")
         return min(n, _MAX_BATCH)
 
+    def _hold_s(self):
+        value = self.w.info.get("notify_hold_us", DEFAULT_HOLD_US)
+        try:
+            us = int(value)
+        except ValueError:
+            us = 0
+        if not 0 < us <= _MAX_HOLD_US:
+            raise ParamError(f"info notify_hold_us of window {self.w.label()} must be an int from 1 to "
+                             f"{_MAX_HOLD_US}, got {value!r}")
+        return us * 1e-6
+
     def _send(self, t, tag, what):
+        with self.lock:
+            self._hold(t, tag, what)
+
+    def _hold(self, t, tag, what):
         r = t.rank
-        limit = self._limit()
+        limit, hold = self._limit(), self._hold_s()  # both checked before anything is held
         held = self.held[r]
         if self.sent[r] + len(held) - self.credit[r] >= limit:
             if held:
@@ -95,10 +124,15 @@ class Notifications:
             self._release(t, what)
         elif len(held) == 1:
             self.w.fast.set_held(r, True)  # the hot Flush and Fence now come here first
+            self.since[r] = time.monotonic()
+            _pacer.due(self, self.since[r] + hold)
 
-    def _release(self, t, what):
+    def _release(self, t, what, in_order=True):
         """Send the tags held for target t as one message (it leaves after
-        every earlier operation to t completed there)."""
+        every earlier operation to t completed there). ``in_order``: called
+        in the program's own thread, so that what the engine flushed first
+        is everything the program posted to t (the pacer's thread may run
+        beside a post: it leaves the target's completion state alone)."""
         w = self.w
         r = t.rank
         held = self.held[r]
@@ -116,13 +150,34 @@ class Notifications:
             raise exc.again(f"{what} to rank {r} of window {w.label()}: a batch of {count} notifications "
                             f"was not delivered: {exc}") from exc
         self.sent[r] += count
-        if not queued:
+        if not queued and in_order:
             w.fast.take_dirty(r)  # it flushed everything before it
 
     def release(self, rank, what):
-        """Send the notifications held for ``rank`` (None: for every rank)."""
-        for r in self.w.fast.held_ranks(rank):
-            self._release(self.w.targets[r], what)
+        """Send the notifications held for ``rank`` (None: for every rank);
+        raise what the pacer could not send."""
+        with self.lock:
+            late, self.late = self.late, None
+            for r in self.w.fast.held_ranks(rank):
+                self._release(self.w.targets[r], what)
+        if late is not None:
+            raise late
+
+    def release_late(self):
+        """The pacer's call: send what has been held long enough; a failure is
+        the window's next synchronization's to raise."""
+        with self.lock:
+            if self.w.freed:
+                return
+            hold, now = self._hold_s(), time.monotonic()
+            try:
+                for r in self.w.fast.held_ranks(None):
+                    if now - self.since[r] >= hold:
+                        self._release(self.w.targets[r], "a held notification's delay", in_order=False)
+                    else:  # held again since the pacer was called for it
+                        _pacer.due(self, self.since[r] + hold)
+            except HixlError as exc:
+                self.late = self.late or exc
 
     def _wait_credit(self, t, limit, what):
         w = self.w
@@ -214,3 +269,43 @@ class Notifications:
 
     def _match_source(self, source):
         return None if source is None else self.w.comm.check_rank(source, "Wait_notify source")
+
+
+class _Pacer:
+    """Sends the notifications held longer than notify_hold_us: one thread per
+    process, started at the first hold, asleep while nothing is held. It
+    is never waited for: at worst a busy machine runs it late, and the tags
+    leave at the origin's next synchronization as they would without it."""
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._queue = []  # (deadline, seq, weakref to Notifications)
+        self._seq = 0
+        self._thread = None
+
+    def due(self, ntf, deadline):
+        with self._cv:
+            self._seq += 1
+            heapq.heappush(self._queue, (deadline, self._seq, weakref.ref(ntf)))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hixl_rma-notify-pacer", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def _run(self):
+        while True:
+            with self._cv:
+                while not self._queue:
+                    self._cv.wait()
+                deadline, _, ref = self._queue[0]
+                wait = deadline - time.monotonic()
+                if wait > 0:
+                    self._cv.wait(wait)
+                    continue
+                heapq.heappop(self._queue)
+            ntf = ref()
+            if ntf is not None:
+                ntf.release_late()
+
+
+_pacer = _Pacer()

@@ -20,7 +20,7 @@ from ._datatypes import as_buffer, target_blocks
 from .core import pair_blocks
 from .constants import PROC_NULL
 from .device import copy_to_device, is_device, to_host
-from .errors import DatatypeError, HixlTimeoutError, ParamError, also
+from .errors import DatatypeError, HixlTimeoutError, ParamError, PeerFailure, also
 from .ops import NO_OP, REPLACE, as_op, native_atomic
 from .request import Request
 
@@ -206,7 +206,14 @@ class Accumulates:
             w.ctrl_atomic(t, w.engine.atomic_cas, owner, 0, offset=CTRL.ACC)
 
     def _unlock(self, t):
-        self.w.ctrl_atomic(t, self.w.engine.atomic_swap, 0, offset=CTRL.ACC)
+        # A CAS, not a store: a hold broken meanwhile (its owner believed
+        # dead) is another rank's now, and stays so.
+        w = self.w
+        me = w.rt.rank + 1
+        if w.ctrl_atomic(t, w.engine.atomic_cas, me, 0, offset=CTRL.ACC) != me:
+            raise PeerFailure(f"accumulate lock of rank {t.rank} of window {w.label()} was not this rank's any "
+                              f"more (another rank broke it, believing this rank dead); the accumulate may have "
+                              f"been interleaved with another")
 
     # ------------------------------------------------------------- API
 

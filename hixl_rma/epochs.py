@@ -14,7 +14,7 @@ from . import config
 from . import constants as C
 from . import ctrl as CTRL
 from . import runtime as _rt
-from .errors import EpochError, HixlError, HixlTimeoutError, ParamError
+from .errors import EpochError, HixlError, HixlTimeoutError, ParamError, PeerFailure
 
 LOCK_EXCL = 1 << 62
 _OWNER_SHIFT, _OWNER_MASK = 32, (1 << 30) - 1  # an exclusive holder's window rank + 1, beside the count
@@ -254,8 +254,19 @@ class Sync:
         w = self.w
         eng = w.engine
         if lock_type == C.LOCK_EXCLUSIVE:
+            # Only a word that still names this rank as its holder loses
+            # this rank's bits: a hold broken meanwhile (by a rank that
+            # believed this one dead) belongs to someone else now.
             mine = LOCK_EXCL | (w.comm.rank + 1) << _OWNER_SHIFT
-            w.ctrl_atomic(t, eng.atomic_fetch_add, -mine & _MASK)
+            word = w.ctrl_atomic(t, eng.atomic_cas, mine, 0)
+            while word != mine:
+                if not word & LOCK_EXCL or (word >> _OWNER_SHIFT) & _OWNER_MASK != w.comm.rank + 1:
+                    raise PeerFailure(f"Unlock: the exclusive lock of rank {t.rank} of window {w.label()} was "
+                                      f"not this rank's any more (another rank broke it, believing this rank "
+                                      f"dead); nothing was released")
+                old, word = word, w.ctrl_atomic(t, eng.atomic_cas, word, (word - mine) & _MASK)
+                if word == old:  # shared lockers backing out were counted in it: they keep theirs
+                    return
             return
         # Only the one who clears the slot takes the count back (this rank,
         # or a survivor breaking the hold of a rank it believes dead).

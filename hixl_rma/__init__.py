@@ -1,27 +1,60 @@
-"""hixl_rma: one-sided RMA with MPI's semantics, moved by a HIXL engine on UCX."""
+"""hixl_rma: one-sided RMA with MPI's semantics, moved by a HIXL engine on UCX.
+
+Importing the package loads UCX (one per process: see ``_ucx``) and
+nothing else: the names below come from their modules on first use (PEP
+562), because every one of those imports ``mpi4py.MPI``, which initializes
+MPI, and ``python -m hixl_rma prog.py`` must leave that to the program (it
+may set ``mpi4py.rc.initialize = False`` and call ``MPI.Init_thread``).
+"""
+import importlib
+
 from ._ucx import load as _load_ucx
 
 UCX_VERSION, UCX_ORIGIN = _load_ucx()
-
-from ._engine import (  # noqa: E402  (UCX must be loaded first)
-    MEM_DEVICE, MEM_HOST, OPTION_JOB_TOKEN, OPTION_TIMEOUT_MS, READ, TRANSFER_COMPLETED,
-    TRANSFER_FAILED, TRANSFER_WAITING, WRITE, Engine, MemHandle,
-    TransferRequest, default_timeout_ms)
-from .errors import (  # noqa: E402
-    ALREADY_CONNECTED, FAILED, NOT_CONNECTED, NOTIFY_FAILED, PARAM_INVALID, PEER_FAILURE,
-    RESOURCE_EXHAUSTED, SUCCESS, TIMEOUT, UNSUPPORTED, AccessError, BoundsError, DatatypeError,
-    EpochError, HixlError, HixlTimeoutError, NotConnectedError, ParamError, PeerFailure,
-    ResourceError, UnsupportedError)
-
 __version__ = "0.1.0"
-from .comm import Communicator  # noqa: E402
-from .constants import *  # noqa: E402,F401,F403
-from .request import Request  # noqa: E402
-from .runtime import Finalize, Init, Is_initialized  # noqa: E402
-from .win import Get_address, Win  # noqa: E402
-from .hixl_api import (  # noqa: E402
-    Connect, DeregisterMemory, Fence, Get, GetRank, GetSize, GetWorldCommunicator, MemoryHandle, Put,
-    RegisterMemory)
-from .hixl_api import Finalize  # noqa: E402,F811  (also deregisters HIXL-style handles)
-from .ops import (BAND, BOR, BXOR, LAND, LOR, LXOR, MAX, MAXLOC, MIN, MINLOC, NO_OP, PROD,  # noqa: E402
-                  REPLACE, SUM, Op)
+
+# module -> the names the package exports from it
+_EXPORTS = {
+    "_engine": ("MEM_DEVICE", "MEM_HOST", "OPTION_JOB_TOKEN", "OPTION_TIMEOUT_MS", "READ", "TRANSFER_COMPLETED",
+                "TRANSFER_FAILED", "TRANSFER_WAITING", "WRITE", "Engine", "MemHandle", "TransferRequest",
+                "default_timeout_ms"),
+    "errors": ("ALREADY_CONNECTED", "FAILED", "NOT_CONNECTED", "NOTIFY_FAILED", "PARAM_INVALID", "PEER_FAILURE",
+               "RESOURCE_EXHAUSTED", "SUCCESS", "TIMEOUT", "UNSUPPORTED", "AccessError", "BoundsError",
+               "DatatypeError", "EpochError", "HixlError", "HixlTimeoutError", "NotConnectedError", "ParamError",
+               "PeerFailure", "ResourceError", "UnsupportedError"),
+    "comm": ("Communicator",),
+    "constants": ("LOCK_EXCLUSIVE", "LOCK_SHARED", "MODE_NOCHECK", "MODE_NOSTORE", "MODE_NOPUT", "MODE_NOPRECEDE",
+                  "MODE_NOSUCCEED", "PROC_NULL", "INFO_NULL", "COMM_SELF", "COMM_WORLD", "WIN_FLAVOR_CREATE",
+                  "WIN_FLAVOR_ALLOCATE", "WIN_FLAVOR_SHARED", "WIN_FLAVOR_DYNAMIC", "WIN_UNIFIED",
+                  "ACCESS_READ_WRITE", "ACCESS_READ_ONLY", "ACCESS_WRITE_ONLY", "MEMORY_HOST", "MEMORY_DEVICE"),
+    "request": ("Request",),
+    "runtime": ("Init", "Is_initialized"),
+    "win": ("Get_address", "Win"),
+    # Finalize: the HIXL face's, which also deregisters HIXL-style handles
+    "hixl_api": ("Connect", "DeregisterMemory", "Fence", "Get", "GetRank", "GetSize", "GetWorldCommunicator",
+                 "MemoryHandle", "Put", "RegisterMemory", "Finalize"),
+    "ops": ("BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAX", "MAXLOC", "MIN", "MINLOC", "NO_OP", "PROD",
+            "REPLACE", "SUM", "Op"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE) + ["UCX_VERSION", "UCX_ORIGIN", "__version__"]
+
+
+def __getattr__(name):
+    """A name of the package from its module, or a submodule, on first use."""
+    module = _WHERE.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        globals()[name] = value  # once: later reads are plain attribute reads
+        return value
+    if not name.startswith("__"):
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

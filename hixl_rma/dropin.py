@@ -14,16 +14,26 @@ hixl_rma's:
 Errors need no replacing: every hixl_rma error already is an
 ``MPI.Exception`` (or the ``ValueError``/``TypeError`` mpi4py raises).
 ``python -m hixl_rma prog.py`` calls ``install()`` before the program's first
-line runs.
+line runs. Importing ``mpi4py.MPI`` initializes MPI, which is the program's
+to do (it may set ``mpi4py.rc.initialize = False`` and call
+``MPI.Init_thread`` itself): when ``mpi4py.MPI`` is not imported yet,
+``install()`` makes the replacement as the program's own import of it
+completes, before that import returns.
 """
-from mpi4py import MPI
+import importlib.abc
+import importlib.util
+import sys
 
 _saved = {}
 
 
+def _mpi():
+    return sys.modules["mpi4py.MPI"]
+
+
 def original(name="Win"):
     """mpi4py's own object of that name, whether or not ``install()`` is in effect."""
-    return _saved.get(name, getattr(MPI, name))
+    return _saved.get(name, getattr(_mpi(), name))
 
 
 class _RequestType(type):
@@ -67,15 +77,23 @@ def _mixed_request_class():
     ns = {name: list_form(name) for name in LIST_FORMS}
     ns["__doc__"] = "mpi4py's ``MPI.Request``, whose list forms also take hixl_rma's RMA requests."
     Request = _RequestType("Request", (base,), ns)
-    Request.__module__ = MPI.__name__
+    Request.__module__ = "mpi4py.MPI"
     Request.__qualname__ = "Request"
     return Request
 
 
 def install():
-    """Make ``mpi4py.MPI`` hand out hixl_rma's ``Win`` in this process (idempotent)."""
-    if _saved:
+    """Make ``mpi4py.MPI`` hand out hixl_rma's ``Win`` in this process
+    (idempotent): now if it is imported, else as soon as it is."""
+    if _saved or _hook in sys.meta_path:
         return
+    if "mpi4py.MPI" in sys.modules:
+        _replace(sys.modules["mpi4py.MPI"])
+    else:
+        sys.meta_path.insert(0, _hook)
+
+
+def _replace(MPI):
     from . import win
     replacements = {"Win": win.Win, "WIN_NULL": win.WIN_NULL}
     for name in replacements:
@@ -86,10 +104,44 @@ def install():
         setattr(MPI, name, value)
 
 
+class _ReplaceOnImport(importlib.abc.MetaPathFinder):
+    """Finds ``mpi4py.MPI`` as the import system would, and makes the
+    replacement once its module has run (so MPI is initialized, or not, as
+    the program's ``mpi4py.rc`` says)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "mpi4py.MPI":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _Then(spec.loader, _replace)
+        return spec
+
+
+class _Then(importlib.abc.Loader):
+    """A loader that runs ``after(module)`` once ``loader`` executed it."""
+
+    def __init__(self, loader, after):
+        self.loader, self.after = loader, after
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        self.after(module)
+
+
+_hook = _ReplaceOnImport()
+
+
 def uninstall():
     """Give ``mpi4py.MPI`` its own objects back."""
+    if _hook in sys.meta_path:
+        sys.meta_path.remove(_hook)
     for name, value in _saved.items():
-        setattr(MPI, name, value)
+        setattr(_mpi(), name, value)
     _saved.clear()
 
 

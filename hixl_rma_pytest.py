@@ -18,7 +18,8 @@ MPI.
   Windows the test left are freed locally, and the next test starts with
   every rank in step. ``@pytest.mark.mpi(deadline=S)`` bounds the test's
   blocking calls and the exchange (default: ``HIXL_RMA_TIMEOUT_MS``).
-- **Fixtures**: ``comm``, ``ring`` (``left``, ``right``), ``window`` (a
+- **Fixtures**: ``comm`` (a communicator of the test's own: what a failed
+  test left half done cannot skew the next), ``ring`` (``left``, ``right``), ``window`` (a
   factory: ``window("allocate", 64, disp_unit=8)``; freed after the test,
   also when it failed), ``expect_unchanged`` (``with expect_unchanged(win):``
   fails the test if a byte of the local window memory changed), ``check``
@@ -104,9 +105,10 @@ class _Session:
         from hixl_rma import runtime as _rt
         mine = _pack(outcome)
         every = np.zeros((self.size, _RECORD), np.uint8)
-        req = self.comm.Iallgather(mine, every)
         try:
-            _rt.wait_request(req, deadline_ms, lambda: f"the ranks' verdicts did not meet within {deadline_ms} ms")
+            _rt.collective(self.comm, lambda: self.comm.Iallgather(mine, every), "the verdict exchange",
+                           deadline_ms, keep=(mine, every),
+                           message=lambda: f"the ranks' verdicts did not meet within {deadline_ms} ms")
         except Exception as exc:  # a rank hung past the deadline: say so; the run cannot stay in step
             return {self.rank: f"{type(exc).__name__}: {exc}"}, False
         failed, stopped, skipped = {}, {}, False
@@ -122,15 +124,26 @@ class _Session:
         return failed, skipped
 
     def finish_test(self):
-        """Between tests: our messages delivered, stale ones dropped."""
+        """Between tests: our messages delivered (one not delivered yet stays
+        with its buffer until it is), stale ones dropped."""
         from hixl_rma import runtime as _rt
         for req, _ in self.sends:
             with contextlib.suppress(Exception):
                 _rt.wait_request(req, 1000, lambda: "abort message")
-        self.sends.clear()
+        self.sends = [(req, buf) for req, buf in self.sends if req]
         self.nodeid = None
         self.hear()
         self.failed.clear()
+
+    def new_comm(self, deadline_ms):
+        """A communicator of the running test's own (MPI_Comm_idup of the
+        plugin's): a collective one test gave up on cannot put the next
+        test's collectives out of step."""
+        from hixl_rma import runtime as _rt
+        made = []
+        _rt.collective(self.comm, lambda: _rt.idup(self.comm, made), "the test's communicator", deadline_ms,
+                       keep=made)
+        return made[0]
 
 
 def _marker(item):
@@ -255,10 +268,19 @@ Ring = collections.namedtuple("Ring", "left right")
 
 
 @pytest.fixture
-def comm():
-    """The test's communicator: COMM_WORLD (``mpi(min_size=N)`` is pytest-mpi's)."""
+def comm(request):
+    """The test's communicator: a communicator of all ranks made for this
+    test alone under ``--with-mpi`` (``mpi(min_size=N)`` is pytest-mpi's),
+    so that what one test leaves half done on it cannot skew the next;
+    COMM_WORLD without the plugin."""
     from mpi4py import MPI
-    return MPI.COMM_WORLD
+    if _state is None:
+        yield MPI.COMM_WORLD
+        return
+    c = _state.new_comm(_deadline_ms(request.node))
+    yield c
+    if not MPI.Is_finalized():
+        c.Free()  # local; what is still pending on it completes first (MPI_Comm_free)
 
 
 @pytest.fixture

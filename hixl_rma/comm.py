@@ -91,10 +91,11 @@ class Communicator:
         timeout_ms (MPI_Comm_idup): a window's collectives then stay off the
         user's communicator, which the user may free before the window, as
         MPI allows. The caller frees it (``free``)."""
-        newcomm, req = self.comm.Idup()
-        _rt.collective(self.comm, req, what, timeout_ms, self.world_ranks)
+        made = []
+        _rt.collective(self.comm, lambda: _rt.idup(self.comm, made), what, timeout_ms, self.world_ranks,
+                       keep=made)
         dup = object.__new__(Communicator)
-        dup.comm, dup.rank, dup.size, dup.world_ranks = newcomm, self.rank, self.size, self.world_ranks
+        dup.comm, dup.rank, dup.size, dup.world_ranks = made[0], self.rank, self.size, self.world_ranks
         return dup
 
     def free(self):

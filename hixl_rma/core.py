@@ -146,8 +146,8 @@ class WindowCore:
             raise
         try:
             every = np.zeros((self.comm.size, winmeta.RECORD_BYTES), np.uint8)
-            _rt.collective(self.comm.comm, self.comm.comm.Iallgather(mine, every), "window creation",
-                           st.timeout_ms, self.comm.world_ranks)
+            _rt.collective(self.comm.comm, lambda: self.comm.comm.Iallgather(mine, every), "window creation",
+                           st.timeout_ms, self.comm.world_ranks, keep=(mine, every))
         except BaseException:
             self.teardown_local()
             raise

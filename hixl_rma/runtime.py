@@ -10,6 +10,7 @@ import collections
 import os
 import secrets
 import socket
+import sys
 import threading
 import time
 
@@ -39,12 +40,19 @@ class _Runtime:
         # Init is collective over COMM_WORLD; a rank that never joins must
         # turn into an error here, not a hang.
         token = np.frombuffer(secrets.token_hex(16).encode(), np.uint8).copy()
-        _wait(self.world.Ibcast(token, root=0), self.timeout_ms, "Init (job token)")
+        _wait(self.world, lambda: self.world.Ibcast(token, root=0), self.timeout_ms, "Init (job token)", token)
         token = token.tobytes().decode()
+        # The runtime's own communicator: Finalize's barrier and the notices
+        # of ranks that reached it, apart from whatever the program does on
+        # COMM_WORLD.
+        made = []
+        _wait(self.world, lambda: idup(self.world, made), self.timeout_ms, "Init (communicator)", made)
+        self.ctl = made[0]
         # Where every rank runs decides what this one advertises (netif.py).
         mine = _record(netif.node_key())
         every = np.zeros((self.size, _RECORD_BYTES), np.uint8)
-        _wait(self.world.Iallgather(mine, every), self.timeout_ms, "Init (hosts)")
+        _wait(self.world, lambda: self.world.Iallgather(mine, every), self.timeout_ms, "Init (hosts)",
+              (mine, every))
         nodes = [_unrecord(row) for row in every]
         self.node = [nodes.index(n) for n in nodes]  # world rank -> index of its host
         listen, advertised, ifnames = netif.choose(config.host(), config.ifname(),
@@ -56,15 +64,34 @@ class _Runtime:
             f"{listen}:{0 if _engine.HAS_EXTENSIONS else _free_port(listen)}",
             {_engine.OPTION_JOB_TOKEN: token, _engine.OPTION_TIMEOUT_MS: str(self.timeout_ms)})
         port = self.engine.address.rsplit(":", 1)[1]
-        mine = _record(socket.gethostname() + " " + ",".join(f"{_bracket(a)}:{port}" for a in advertised))
-        _wait(self.world.Iallgather(mine, every), self.timeout_ms, "Init (engine addresses)")
-        records = [_unrecord(row).split(" ", 1) for row in every]
+        # host name, pid and pid namespace (a same-host peer's process can
+        # be checked for), and the engine's addresses
+        mine = _record(f"{socket.gethostname()} {os.getpid()} {_pid_namespace()} "
+                       + ",".join(f"{_bracket(a)}:{port}" for a in advertised))
+        _wait(self.world, lambda: self.world.Iallgather(mine, every), self.timeout_ms, "Init (engine addresses)",
+              (mine, every))
+        records = [_unrecord(row).split(" ", 3) for row in every]
         self.hostnames = [r[0] for r in records]
-        self.candidates = [r[1].split(",") for r in records]  # world rank -> its engine's addresses
+        self.pids = [int(r[1]) for r in records]
+        self.pid_namespaces = [r[2] for r in records]
+        self.candidates = [r[3].split(",") for r in records]  # world rank -> its engine's addresses
         self.addresses = [c[0] for c in self.candidates]      # the one connected to (first until then)
         _engine.set_default_timeout(self.timeout_ms)
         self.connected = set()
-        self.unreachable = {}  # world rank -> why it is known dead (refused a connection, lost its)
+        # world rank -> why it is known dead: its connection to this rank was
+        # lost. A refused connection is not a death (a peer short of file
+        # descriptors, or one that dropped unauthenticated connections in a
+        # flood, refuses too): the next call connects again.
+        self.dead = {}
+        self.refused = {}  # world rank -> why its last connection attempt failed (for messages)
+        # Every other rank tells this one when it reaches Finalize (or the
+        # end of its program): a wait for it in a collective then ends at
+        # once, naming it, instead of running into the timeout.
+        self.finalizing = {}  # world rank -> when its notice was heard (time.monotonic())
+        self._fin_in = np.zeros(self.size, np.int64)
+        self._fin_recvs = [self.ctl.Irecv(self._fin_in[r:r + 1], source=r, tag=_FIN_TAG)
+                           for r in range(self.size) if r != self.rank]
+        self._fin_out = None  # this rank's notices, once sent
         self.notify_queues = collections.defaultdict(collections.deque)
         self.next_window_id = 0
         self.windows = set()  # live windows' cores (core.WindowCore; teardown removes them)
@@ -93,14 +120,20 @@ class _Runtime:
                     continue
             self.addresses[world_rank] = addr
             self.connected.add(world_rank)
+            self.refused.pop(world_rank, None)
             return addr
         same = self.node[world_rank] == self.node[self.rank]
-        why = ("it is on this host: the process died?" if same else
-               f"on host {self.hostnames[world_rank]}, from {self.hostnames[self.rank]}: set HIXL_RMA_IFNAME "
-               f"to the interface that joins the hosts (or HIXL_RMA_HOST on each), or the process died")
-        # Its engine listened before its addresses were published: a refused
-        # connection means the process is gone or the network does not join us.
-        self.unreachable[world_rank] = "; ".join(tried)
+        self.hear_finalizing()
+        if world_rank in self.finalizing:
+            why = "it has finalized: its program ended"
+        elif same:
+            why = "it is on this host: the process died, or it is out of file descriptors?"
+        else:
+            why = (f"on host {self.hostnames[world_rank]}, from {self.hostnames[self.rank]}: set HIXL_RMA_IFNAME "
+                   f"to the interface that joins the hosts (or HIXL_RMA_HOST on each), or the process died")
+        # Its engine listened before its addresses were published, so this
+        # is a failure of this call; the next one tries again.
+        self.refused[world_rank] = "; ".join(tried)
         raise PeerFailure(f"world rank {world_rank} cannot be reached ({why}); tried " + "; ".join(tried))
 
     def same_node(self, world_ranks):
@@ -121,34 +154,106 @@ class _Runtime:
         engine has one (or ``seconds`` passed); False if it cannot."""
         return self.engine.wait_notifies(max(1, int(seconds * 1000.0 + 0.5)))
 
-    def check_peers(self, world_ranks, what):
-        """Raise PeerFailure if the engine already knows that one of these
-        (connected) world ranks died; a live peer costs one empty flush."""
+    def check_peers(self, world_ranks, what, finalizing_ok=False, settle=0.0):
+        """Raise PeerFailure if one of these world ranks is known dead (its
+        connection to this rank was lost) or, unless ``finalizing_ok``, has
+        reached Finalize (its notice heard ``settle`` seconds ago or more:
+        what it sent before may still be on its way), so that it will not
+        take part in what this rank waits for; a live peer costs one engine
+        query."""
+        self.hear_finalizing()
+        now = time.monotonic()
         for w in world_ranks:
-            known = w in self.unreachable
             if self.is_dead(w):
-                how = "cannot be reached" if known else "failed"
-                raise PeerFailure(f"{what}: world rank {w} {how} ({self.unreachable[w]})")
+                raise PeerFailure(f"{what}: world rank {w} failed ({self.dead[w]})")
+            if not finalizing_ok and now - self.finalizing.get(w, now + 1) >= settle:
+                raise PeerFailure(f"{what}: world rank {w} has finalized (its program ended; it waits in "
+                                  f"Finalize for the other ranks) and will not take part")
 
     def is_dead(self, world_rank):
-        """``world_rank`` is known dead: its engine refused a connection, or
-        (connected) its connection is lost, which an empty flush tells."""
-        if world_rank in self.unreachable:
+        """``world_rank`` is known dead: its established connection to this
+        rank was lost, or (on this host, never connected) its process is
+        gone. A connection never made, or refused, proves nothing."""
+        if world_rank in self.dead:
             return True
-        if world_rank == self.rank or world_rank not in self.connected:
+        if world_rank == self.rank:
+            return False
+        if world_rank not in self.connected:
+            if self._process_gone(world_rank):
+                self.dead[world_rank] = f"its process (pid {self.pids[world_rank]} on this host) is gone"
+                return True
             return False
         try:
             self.engine.flush(self.addresses[world_rank], 100)
         except PeerFailure as exc:
-            self.unreachable[world_rank] = str(exc)
+            self.dead[world_rank] = str(exc)
             return True
         except HixlError:
             pass  # busy or slow is not dead: the caller's timeout decides
         return False
 
+    def _process_gone(self, world_rank):
+        """A rank of this host and pid namespace whose process has ended (a
+        zombie has ended too; a pid reused since reads as alive, which errs
+        on the safe side)."""
+        if (self.node[world_rank] != self.node[self.rank] or self.pid_namespaces[self.rank] == "?"
+                or self.pid_namespaces[world_rank] != self.pid_namespaces[self.rank]):
+            return False
+        try:
+            with open(f"/proc/{self.pids[world_rank]}/stat", "rb") as f:
+                state = f.read().rpartition(b")")[2].split()[:1]
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return state in ([b"Z"], [b"X"])
+
+    def hear_finalizing(self):
+        """Take the notices of ranks that reached Finalize."""
+        if self._fin_recvs:
+            for i in self.MPI.Request.Testsome(self._fin_recvs) or ():
+                self.finalizing[i if i < self.rank else i + 1] = time.monotonic()  # the list skips this rank
+
+    def finalize_barrier(self, what):
+        """Finalize's collective: tell every rank this one has reached it,
+        then wait (serving this rank's windows all along: the engine is up
+        and nothing is deregistered) until every rank has, or one is known
+        dead, or the timeout passed."""
+        # A peer known dead: no MPI call at all, which cannot complete and
+        # which MPI may not survive (MPICH over tcp does not). One whose
+        # engine refused this rank's last attempt to connect is asked once
+        # more: if it refuses again it is not waited for either.
+        self.check_peers(range(self.size), what, finalizing_ok=True)
+        for w in sorted(self.refused):
+            try:
+                self.connect(w)
+            except PeerFailure as exc:
+                raise exc.again(f"{what}: {exc}") from None
+            self.refused.pop(w, None)
+        if self._fin_out is None:
+            note = np.array([self.rank], np.int64)
+            self._fin_out = ([self.ctl.Isend(note, dest=r, tag=_FIN_TAG)
+                              for r in range(self.size) if r != self.rank], note)
+        collective(self.ctl, self.ctl.Ibarrier, what, self.timeout_ms, range(self.size), finalizing_ok=True)
+
+    def release_mpi(self):
+        """After Finalize's barrier: the notices delivered, the runtime's
+        communicator freed (what is still pending stays MPI's: see
+        _GivenUp)."""
+        sends, _ = self._fin_out or ([], None)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and not (self.MPI.Request.Testall(self._fin_recvs)
+                                                  and self.MPI.Request.Testall(sends)):
+            time.sleep(1e-4)
+        for r in self._fin_recvs:
+            if r:
+                r.Cancel()  # a rank that died before its notice
+                _given_up.keep(self.ctl, r, self._fin_in, "Finalize (notices)")
+        if all(not r for r in sends) and not any(g.key == _comm_key(self.ctl) for g in _given_up.pending):
+            self.ctl.Free()
+
     def finalize(self):
         self.engine.finalize()
-
 
 _RECORD_BYTES = 1024  # a host name and its addresses as "ip:port,..." fit
 _TRY_MS = 3000        # connect timeout of an advertised address but the last
@@ -164,6 +269,14 @@ def _record(text):
     return out
 
 
+def _pid_namespace():
+    """This process's pid namespace (its inode), or "?" where it cannot be read."""
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "?"
+
+
 def _unrecord(row):
     return bytes(row).rstrip(b"\0").decode()
 
@@ -172,12 +285,20 @@ def _bracket(addr):
     return f"[{addr}]" if ":" in addr else addr
 
 
-def _wait(req, timeout_ms, what):
-    """Complete Init's non-blocking collective within timeout_ms."""
-    wait_request(req, timeout_ms, lambda: (
+def _wait(comm, start, timeout_ms, what, keep):
+    """Start (``start()``) and complete one of Init's collectives on comm
+    within timeout_ms."""
+    collective(comm, start, what, timeout_ms, keep=keep, message=lambda: (
         f"{what}: not every rank of COMM_WORLD joined within {timeout_ms} ms. Init() is "
         f"collective over COMM_WORLD: call hixl_rma.Init() on every rank (or create the "
         f"first window on a communicator of all ranks)"))
+
+
+def idup(comm, made):
+    """Start MPI_Comm_idup of comm; the new communicator goes into ``made``."""
+    newcomm, req = comm.Idup()
+    made.append(newcomm)
+    return req
 
 
 def poll(ready, timeout_s, timed_out, check=None, block=None):
@@ -274,14 +395,37 @@ def Is_initialized():
 
 
 def Finalize():
-    """Free what is left and stop the engine (collective over COMM_WORLD)."""
+    """Free what is left and stop the engine, once every rank has reached
+    Finalize (or the end of its program): until then this rank keeps serving
+    its windows. Collective over COMM_WORLD; a rank known dead, or the
+    timeout, ends the wait with PeerFailure / HixlTimeoutError after
+    everything was released here."""
     _shutdown(collective=True)
+
+
+_uncaught = []  # set by the exception hook: this process is ending on an error
+
+
+def _note_uncaught(hook):
+    def excepthook(*exc_info):
+        _uncaught.append(exc_info[0])
+        hook(*exc_info)
+    return excepthook
+
+
+sys.excepthook = _note_uncaught(sys.excepthook)
 
 
 @atexit.register
 def _finalize_at_exit():
-    # No collectives here: peers may already be gone.
-    _shutdown(collective=False)
+    # The end of the program is Finalize, as MPI_Finalize (run after this by
+    # mpi4py) is collective: a rank that ends first keeps serving its
+    # windows until every rank has reached it. A rank ending on an uncaught
+    # exception does not wait: its peers then learn of its end at once.
+    try:
+        _shutdown(collective=not _uncaught)
+    except HixlError as exc:
+        print(f"hixl_rma: at the end of the program, {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _shutdown(collective):
@@ -290,18 +434,25 @@ def _shutdown(collective):
         st = _state
         if st is None:
             return
-        for core in list(st.windows):
-            core.teardown_local()
+        error = None
         try:
             if collective and not st.MPI.Is_finalized():
-                # A peer known dead: no MPI collective (see WindowCore.free).
-                st.check_peers(range(st.size), "Finalize")
-                barrier(st.world, st.timeout_ms, range(st.size))
-        finally:
-            # A dead or hung peer must not keep this rank's engine alive:
-            # tear it down, then let the barrier's error propagate.
+                st.finalize_barrier("Finalize")
+        except HixlError as exc:
+            error = exc
+        # The engine first: its peers hear that it finalized (not that its
+        # regions went away one by one), then the windows go here without a
+        # word to anyone.
+        try:
             st.finalize()
+            for core in list(st.windows):
+                core.teardown_local()
+            if error is None and not st.MPI.Is_finalized():
+                st.release_mpi()
+        finally:
             _state = None
+        if error is not None:
+            raise error.again(f"rank {st.rank}: {error}")
 
 
 _SPIN = 64  # polls before a wait loop backs off
@@ -324,10 +475,10 @@ def sleep_backoff(idle):
 
 def barrier(comm, timeout_ms, world_ranks=None):
     """A barrier that neither spins a core nor waits forever. With the world
-    ranks of ``comm``, a member whose engine is known dead ends the wait
+    ranks of ``comm``, a member known dead (or finalized) ends the wait
     early with PeerFailure instead of HixlTimeoutError."""
     if comm.Get_size() > 1:
-        collective(comm, comm.Ibarrier(), "barrier", timeout_ms, world_ranks)
+        collective(comm, comm.Ibarrier, "barrier", timeout_ms, world_ranks)
 
 
 def allreduce_and(comm, flag, timeout_ms, world_ranks=None):
@@ -336,23 +487,77 @@ def allreduce_and(comm, flag, timeout_ms, world_ranks=None):
     if comm.Get_size() == 1:
         return bool(flag)
     from mpi4py import MPI
-    out = np.zeros(1, np.int32)
-    req = comm.Iallreduce(np.array([1 if flag else 0], np.int32), out, op=MPI.LAND)
-    collective(comm, req, "allreduce", timeout_ms, world_ranks)
+    inp, out = np.array([1 if flag else 0], np.int32), np.zeros(1, np.int32)
+    collective(comm, lambda: comm.Iallreduce(inp, out, op=MPI.LAND), "allreduce", timeout_ms, world_ranks,
+               keep=(inp, out))
     return bool(out[0])
 
 
-def collective(comm, req, what, timeout_ms, world_ranks=None):
-    """Complete the non-blocking collective ``req`` on comm within
-    timeout_ms (HixlTimeoutError), ending early with PeerFailure when a
-    member's engine is known dead."""
+def collective(comm, start, what, timeout_ms, world_ranks=None, keep=(), message=None, finalizing_ok=False):
+    """Start the non-blocking collective ``start()`` on comm and complete it
+    within timeout_ms (HixlTimeoutError), ending early with PeerFailure when
+    a member of ``world_ranks`` is known dead (or, unless ``finalizing_ok``,
+    has finalized). A collective given up on (a timeout, a dead peer, an
+    interruption) stays MPI's, with ``keep`` (the buffers it reads and
+    writes), until it completes (_GivenUp); meanwhile hixl_rma starts no
+    other collective on comm."""
+    _given_up.check(comm, what)
     check = None
     if world_ranks is not None and _state is not None:
         st, ranks = _state, list(world_ranks)
-        check = lambda: st.check_peers(ranks, what)  # noqa: E731
-    wait_request(req, timeout_ms, lambda: (
-        f"{what} on a communicator of {comm.Get_size()} ranks did not complete within "
-        f"{timeout_ms} ms (a peer is dead or not calling the collective)"), check)
+        check = lambda: st.check_peers(ranks, what, finalizing_ok)  # noqa: E731
+    req = start()
+    try:
+        wait_request(req, timeout_ms, message or (lambda: (
+            f"{what} on a communicator of {comm.Get_size()} ranks did not complete within "
+            f"{timeout_ms} ms (a peer is dead or not calling the collective)")), check)
+    except BaseException:
+        _given_up.keep(comm, req, keep, what)
+        raise
+
+
+class _GivenUp:
+    """Non-blocking collectives this process stopped waiting for while MPI
+    still owns them. Freeing a live request is erroneous, and a late rank's
+    data would land in memory Python already freed: each is kept, with its
+    buffers, until it completes. While one is pending on a communicator, the
+    ranks' collectives on it are out of step (this rank went on, a late one
+    has not come yet), so hixl_rma refuses to start another there."""
+
+    def __init__(self):
+        self.pending = []  # _Pending, oldest first
+
+    def keep(self, comm, req, buffers, what):
+        if not req.Test():
+            self.pending.append(_Pending(_comm_key(comm), req, buffers, what, time.monotonic()))
+
+    def check(self, comm, what):
+        """Raise if a collective given up on comm is still pending."""
+        if not self.pending:
+            return
+        self.pending = [g for g in self.pending if not g.req.Test()]
+        key = _comm_key(comm)
+        for g in self.pending:
+            if g.key == key:
+                raise HixlTimeoutError(
+                    f"{what}: an earlier hixl_rma collective on this communicator ({g.what}, given up "
+                    f"{time.monotonic() - g.since:.1f} s ago) has not completed at every rank; until it has, "
+                    f"hixl_rma's collectives there would be out of step with the other ranks' (a rank is late, "
+                    f"hung or dead): wait for it, or use another communicator")
+
+
+_Pending = collections.namedtuple("_Pending", "key req buffers what since")
+_given_up = _GivenUp()  # outlives Finalize: MPI owns what it holds until MPI_Finalize
+_FIN_TAG = 0x4846  # on the runtime's own communicator: "this rank reached Finalize"
+# A notification sent before its sender reached Finalize may arrive after the
+# sender's notice (they travel apart): a wait for it gives that long.
+_NOTIFY_SETTLE_S = 1.0
+
+
+def _comm_key(comm):
+    """What identifies a communicator to MPI (its handle): the same for every
+    mpi4py object of it, and not reused while a request on it is pending."""
+    return comm.handle
 
 
 def wait_notifies(key, sources, timeout_ms, what):
@@ -378,7 +583,7 @@ def wait_notifies(key, sources, timeout_ms, what):
 
     poll(take, timeout_ms / 1000.0, lambda: HixlTimeoutError(
         f"{what}: no notification from world rank(s) {sorted((+need).elements())} within {timeout_ms} ms"),
-         block=st.block_for_notifies)
+         check=lambda: st.check_peers(list(+need), what, settle=_NOTIFY_SETTLE_S), block=st.block_for_notifies)
     return got
 
 

@@ -58,8 +58,8 @@ def allocate(comm, st, size, noncontig):
     eng = st.engine
     mine = np.array([size, 1 if noncontig else 0], np.int64)
     every = np.zeros((comm.size, 2), np.int64)
-    _rt.collective(comm.comm, comm.comm.Iallgather(mine, every), "Allocate_shared (sizes)", st.timeout_ms,
-                   comm.world_ranks)
+    _rt.collective(comm.comm, lambda: comm.comm.Iallgather(mine, every), "Allocate_shared (sizes)", st.timeout_ms,
+                   comm.world_ranks, keep=(mine, every))
     sizes = every[:, 0]
     if (sizes == _FAILED).any() or every[:, 1].any() or not _engine.HAS_EXTENSIONS:
         return None
@@ -73,8 +73,8 @@ def allocate(comm, st, size, noncontig):
             where[0] = segment.addr
         except HixlError:
             segment = None  # every rank falls back to a part of its own
-    _rt.collective(comm.comm, comm.comm.Ibcast(where, root=0), "Allocate_shared (segment)", st.timeout_ms,
-                   comm.world_ranks)
+    _rt.collective(comm.comm, lambda: comm.comm.Ibcast(where, root=0), "Allocate_shared (segment)", st.timeout_ms,
+                   comm.world_ranks, keep=where)
     base = int(where[0])
     ok = bool(base)
     pin = None

@@ -2,7 +2,9 @@
 test file with deliberate bugs run under ``mpiexec -n 2`` and ``-n 3`` with
 ``--with-mpi``. Every rank reports the same verdict naming the failing rank
 and its error; a rank that fails before a Fence does not leave the others
-waiting; windows are freed after a failure and the next test passes;
+waiting; windows are freed after a failure and the next test passes (each test
+has a communicator of its own, so one given up in a failed test's window
+creation cannot skew the next);
 ``expect_unchanged`` and ``check`` catch what they should; the run ends."""
 import re
 import sys
@@ -34,6 +36,12 @@ USER_TESTS = textwrap.dedent(r'''
         if comm.rank == 1:
             raise hixl_rma.BoundsError("Put to rank 0 of window w3: made up")
         win.Fence()  # rank 1 never comes: the plugin ends this at once
+
+
+    def test_b2_fails_before_its_window(comm, window):
+        if comm.rank == 1:
+            raise hixl_rma.ParamError("made up, before the window")
+        window("create", 64, 8)  # the others wait in its creation: ended at once, given up
 
 
     def test_c_next_one_passes(comm, ring, window):
@@ -115,8 +123,8 @@ def test_user_suite_under_the_plugin(user_tests, n):
     # Every rank: the same failures, the same first line.
     assert all(ranks[r] == ranks[0] for r in ranks), out
     failed = ranks[0]
-    assert set(failed) == {"test_a_fails_on_rank_1_only", "test_b_fails_before_fence", "test_d_expect_unchanged",
-                           "test_e_deferred_checks", "test_f_deadline"}, out
+    assert set(failed) == {"test_a_fails_on_rank_1_only", "test_b_fails_before_fence", "test_b2_fails_before_its_window",
+                           "test_d_expect_unchanged", "test_e_deferred_checks", "test_f_deadline"}, out
     assert failed["test_a_fails_on_rank_1_only"].startswith("failed on rank(s) 1: rank 1: AssertionError: rank 1 "
                                                             "disagrees"), out
     assert failed["test_b_fails_before_fence"].startswith("failed on rank(s) 1: rank 1: BoundsError: Put to rank 0 "
@@ -129,7 +137,10 @@ def test_user_suite_under_the_plugin(user_tests, n):
     assert "HixlTimeoutError" in failed["test_f_deadline"], out
     # Nothing else failed (the test after each failure passed), and no rank waited for a timeout
     # but the deadline test's 1 s.
-    assert out.count("5 failed, 2 passed") == n, out
+    assert failed["test_b2_fails_before_its_window"].startswith("failed on rank(s) 1: rank 1: ParamError: made up"), out
+    assert out.count("6 failed, 2 passed") == n, out
+    # MPICH finds no request or communicator left behind at its Finalize.
+    assert "pending" not in out.lower() and "leak" not in out.lower(), out
     assert elapsed < 60, out
     # The rank that was left in Fence was told why, at once.
     assert re.search(r"RankFailed: rank 1 failed test_b_fails_before_fence: BoundsError", out), out

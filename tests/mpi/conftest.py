@@ -51,9 +51,9 @@ def left(ring):
 
 
 @pytest.fixture
-def node():
+def node(comm):
     """The ranks of this host (``COMM_TYPE_SHARED``): what ``Allocate_shared``
-    takes, as MPI requires; the world itself when the job is on one host."""
-    c = MPI.COMM_WORLD.Split_type(MPI.COMM_TYPE_SHARED)
+    takes, as MPI requires; all of ``comm`` when the job is on one host."""
+    c = comm.Split_type(MPI.COMM_TYPE_SHARED)
     yield c
     c.Free()

@@ -23,6 +23,23 @@ cdef uint8_t _WRITE_ONLY = _constants.ACCESS_WRITE_ONLY
 cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     const size_t kShareMinBytes  # copies this large go to the engine, whose threads share them out
 cdef size_t _SHARED_COPY = kShareMinBytes
+from . import ctrl as _ctrl
+cdef uint64_t _CTRL_ACC = _ctrl.ACC
+cdef uint64_t _CTRL_SIZE = _ctrl.SIZE
+# The passive-target lock word's encoding (epochs.py): writer bit, owner (window rank + 1), count.
+cdef uint64_t _LOCK_EXCL = 1ULL << 62
+cdef int _OWNER_SHIFT = 32
+cdef uint64_t _OWNER_MASK = (1ULL << 30) - 1
+cdef long _LOCK_EXCLUSIVE_C = _MPI.LOCK_EXCLUSIVE
+cdef long _LOCK_SHARED_C = _MPI.LOCK_SHARED
+cdef int _ACC_TRIES = 64  # tries at a taken accumulate lock before the Python layer waits for it
+from .errors import PEER_FAILURE as _PEER_FAILURE
+cdef Status PEER_FAILURE_STATUS = _PEER_FAILURE
+
+
+cdef inline Py_ssize_t _reader_word(Py_ssize_t comm_size, Py_ssize_t rank) noexcept nogil:
+    """Index (in words) of ``rank``'s reader slot in a control block (ctrl.reader_offset)."""
+    return (_CTRL_SIZE + 8 * comm_size + 8 * rank) // 8
 
 cdef extern from "Python.h":
     # Plain status return: a refused buffer means "not the common case".
@@ -82,6 +99,16 @@ cdef class FastWin:
     cdef object fence_stalled  # fence_stalled(missing ranks, timed_out): raises
     cdef object fence_pins     # what keeps the peers' fence counters mapped
     cdef long fence_modes  # the assertions Fence takes here (all but MODE_NOSUCCEED)
+    # Each rank's control block where it is mapped here (its lock words:
+    # ctrl.py's layout), or NULL; what keeps it mapped.
+    cdef vector[uint64_t *] ctrl_word
+    cdef list ctrl_pins
+    # Per rank: accumulates on its memory are made under its accumulate
+    # lock (get, op, put: memory no UCX atomic reaches without its CPU, of a
+    # window whose ranks all share this host), see accumulate.py.
+    cdef vector[uint8_t] acc_locked
+    cdef Py_ssize_t comm_rank, comm_size
+    cdef uint64_t acc_owner  # this rank's accumulate-lock value: world rank + 1
 
     def __cinit__(self, Engine eng, bases, sizes, units, accesses, atomics):
         self.eng = eng
@@ -107,6 +134,26 @@ cdef class FastWin:
         self._locks = {}
         self._access = None
         self._lock_all = False
+        self.ctrl_word.resize(self.n, NULL)
+        self.ctrl_pins = [None] * self.n
+        self.acc_locked.resize(self.n, 0)
+
+    def set_locking(self, Py_ssize_t comm_rank, uint64_t acc_owner, acc_locked):
+        """This rank's place in the window (its lock words' owner values) and,
+        per rank, whether accumulates on its memory go under its lock."""
+        self.comm_rank, self.comm_size, self.acc_owner = comm_rank, self.n, acc_owner
+        for i in range(self.n):
+            self.acc_locked[i] = acc_locked[i]
+
+    def set_ctrl(self, Py_ssize_t rank, uintptr_t addr, keep=None):
+        """rank's control block is mapped here at ``addr`` (``keep`` keeps
+        it so): its lock words are taken with CPU atomics."""
+        if 0 <= rank < self.n:
+            self.ctrl_word[rank] = <uint64_t *>addr
+            self.ctrl_pins[rank] = keep
+
+    def has_ctrl(self, Py_ssize_t rank):
+        return 0 <= rank < self.n and self.ctrl_word[rank] != NULL
 
     def set_ready(self, Py_ssize_t rank, str addr, uintptr_t mapped=0, keep=None, uint64_t generation=0):
         """Target rank is connected, and mapped here at ``mapped`` (or 0);
@@ -176,6 +223,8 @@ cdef class FastWin:
     def disable(self):
         """The window is freed: nothing goes through here any more."""
         self.n = 0
+        self.ctrl_word.clear()
+        self.ctrl_pins = None
         self.fence_open = False
         self.fence_word.clear()
         self.fence_stalled = None
@@ -344,6 +393,12 @@ cdef class FastWin:
             return False
         if not self._offset(target_disp, r, 8, &off) or (self.base[r] + off) % 8:
             return False
+        if self.acc_locked[r]:
+            if self.ctrl_word[r] == NULL or not self._locked_atomic(r, off, code, value, cmp, &old):
+                return False
+            if result is not None:
+                _int64_store(result, old)
+            return True
         direct = self._direct(r)
         if direct != NULL:
             word = <uint64_t *>(direct + off)
@@ -372,6 +427,166 @@ cdef class FastWin:
                             else "Accumulate", r, f" (8 bytes at target offset {off})")
         if result is not None:
             _int64_store(result, old)
+        return True
+
+    cdef bint _locked_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,
+                             uint64_t *old) except? 0:
+        """One 8-byte atomic on r's memory under r's accumulate lock (mapped
+        here): get, op, put, without r's CPU. False, with nothing done, when
+        the lock is taken (the Python layer waits for it, breaking the holds
+        of ranks known dead)."""
+        cdef uint64_t *lock = self.ctrl_word[r] + _CTRL_ACC // 8
+        cdef uint64_t expected, cur = 0, new
+        cdef vector[TransferOpDesc] v
+        cdef Status st = 0
+        cdef int tries
+        cdef int32_t tmo = _timeout(None)
+        cdef bint local = r == self.comm_rank
+        for tries in range(_ACC_TRIES):
+            expected = 0
+            if __atomic_compare_exchange_n(lock, &expected, self.acc_owner, False, __ATOMIC_ACQUIRE,
+                                           __ATOMIC_RELAXED):
+                break
+            hixl_relax(tries)
+        else:
+            return False
+        try:
+            if local:
+                cur = (<uint64_t *><uintptr_t>(self.base[r] + off))[0]
+            else:
+                v.resize(1)
+                v[0].local_addr = <uintptr_t>&cur
+                v[0].remote_addr = self.base[r] + off
+                v[0].len = 8
+                with nogil:
+                    st = self.eng._h.TransferSync(AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                                                  READ, v, tmo)
+                if st != 0:
+                    self._raise(st, "accumulate (get under the target's accumulate lock)", r,
+                                f" (8 bytes at target offset {off})")
+            old[0] = cur
+            if code == C_ADD:
+                new = cur + value
+            elif code == C_AND:
+                new = cur & value
+            elif code == C_OR:
+                new = cur | value
+            elif code == C_XOR:
+                new = cur ^ value
+            elif code == C_SWAP:
+                new = value
+            elif code == C_CSWAP:
+                new = value if cur == cmp else cur
+            else:
+                new = cur
+            if new != cur or code == C_SWAP:
+                if local:
+                    (<uint64_t *><uintptr_t>(self.base[r] + off))[0] = new
+                else:
+                    v[0].local_addr = <uintptr_t>&new
+                    with nogil:
+                        st = self.eng._h.TransferSync(AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                                                      WRITE, v, tmo)
+                    if st != 0:
+                        # Raised, never redone: the put may have reached the target.
+                        self._raise(st, "accumulate (put under the target's accumulate lock)", r,
+                                    f" (8 bytes at target offset {off})")
+        finally:
+            expected = self.acc_owner
+            if not __atomic_compare_exchange_n(lock, &expected, 0, False, __ATOMIC_RELEASE, __ATOMIC_RELAXED):
+                raise error_for(PEER_FAILURE_STATUS,
+                                f"accumulate lock of rank {r} of window {self.label} was not this rank's any "
+                                f"more (another rank broke it, believing this rank dead); the accumulate may "
+                                f"have been interleaved with another")
+        return True
+
+    cdef bint try_lock_word(self, Py_ssize_t r, bint exclusive):
+        """One attempt at r's passive-target lock word (mapped here), as
+        epochs.Sync._acquire makes it: exclusive CAS 0 -> LOCK_EXCL | owner,
+        shared fetch-add 1 (backed out while a writer holds it) and this
+        rank's reader slot set. False: taken by another, nothing held."""
+        cdef uint64_t *w = self.ctrl_word[r]
+        cdef uint64_t mine = _LOCK_EXCL | (<uint64_t>(self.comm_rank + 1)) << _OWNER_SHIFT
+        cdef uint64_t expected = 0
+        if exclusive:
+            if __atomic_compare_exchange_n(w, &expected, mine, False, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED):
+                return True
+            return expected == mine  # (a CAS of the Python path that timed out but landed)
+        if __atomic_fetch_add(w, 1, __ATOMIC_ACQUIRE) & _LOCK_EXCL:
+            __atomic_fetch_add(w, <uint64_t>-1, __ATOMIC_RELEASE)
+            return False
+        __atomic_exchange_n(w + _reader_word(self.comm_size, self.comm_rank), 1, __ATOMIC_SEQ_CST)
+        return True
+
+    cdef int release_lock_word(self, Py_ssize_t r, bint exclusive) except -1:
+        """Give r's lock word back, taking only this rank's own bits."""
+        cdef uint64_t *w = self.ctrl_word[r]
+        cdef uint64_t mine = _LOCK_EXCL | (<uint64_t>(self.comm_rank + 1)) << _OWNER_SHIFT
+        cdef uint64_t word = mine
+        cdef uint64_t one = 1
+        if not exclusive:
+            # Only the one who clears the slot takes the count back.
+            if __atomic_compare_exchange_n(w + _reader_word(self.comm_size, self.comm_rank), &one, 0, False,
+                                           __ATOMIC_SEQ_CST, __ATOMIC_RELAXED):
+                __atomic_fetch_add(w, <uint64_t>-1, __ATOMIC_RELEASE)
+            return 0
+        while not __atomic_compare_exchange_n(w, &word, word - mine, False, __ATOMIC_RELEASE, __ATOMIC_RELAXED):
+            if not word & _LOCK_EXCL or ((word >> _OWNER_SHIFT) & _OWNER_MASK) != <uint64_t>(self.comm_rank + 1):
+                raise error_for(PEER_FAILURE_STATUS,
+                                f"Unlock: the exclusive lock of rank {r} of window {self.label} was not this "
+                                f"rank's any more (another rank broke it, believing this rank dead); nothing "
+                                f"was released")
+        return 0
+
+    cpdef bint lock(self, object target_rank, object lock_type, object assertion) except *:
+        """Lock of the common case: a mapped lock word taken at the first
+        try, no other epoch in the way. False leaves it to the Python layer
+        (every check, the waiting), having done nothing."""
+        cdef Py_ssize_t r
+        cdef bint exclusive
+        if (type(target_rank) is not int or type(assertion) is not int or assertion != 0
+                or type(lock_type) is not int or self._lock_all or self._always_open or self._access is not None
+                or (self.fence_open and self.fence_used)):
+            return False
+        r = <Py_ssize_t>target_rank
+        if r < 0 or r >= self.n or self.ctrl_word[r] == NULL or r in self._locks:
+            return False
+        if lock_type == _LOCK_EXCLUSIVE_C:
+            exclusive = True
+        elif lock_type == _LOCK_SHARED_C:
+            exclusive = False
+        else:
+            return False
+        if not self.try_lock_word(r, exclusive):
+            return False
+        self.fence_open = False
+        self._locks[r] = (lock_type, True)
+        self._set_bits(r)
+        return True
+
+    cpdef bint unlock(self, object target_rank) except *:
+        """Unlock of the common case: r locked here with its lock word taken
+        (mapped), nothing held for a batch. The epoch ends even where the
+        flush fails (a dead target), as in the Python layer."""
+        cdef Py_ssize_t r
+        if type(target_rank) is not int or self.eng._h == NULL:
+            return False
+        r = <Py_ssize_t>target_rank
+        if r < 0 or r >= self.n or self.ctrl_word[r] == NULL or self.held[r]:
+            return False
+        entry = self._locks.get(r)
+        if entry is None or not entry[1]:
+            return False
+        try:
+            if self.dirty[r]:
+                if self.addr[r].empty():
+                    return False
+                self._flush_dirty(r, _timeout(None), "Unlock")
+        finally:
+            if r < self.n and r in self._locks:
+                del self._locks[r]
+                self._set_bits(r)
+                self.release_lock_word(r, entry[0] == _LOCK_EXCLUSIVE_C)
         return True
 
     cpdef bint flush(self, object target_rank) except *:
@@ -471,6 +686,20 @@ cdef extern from *:
       return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     }
 
+    /* Between tries at a lock word another rank holds for a few
+       microseconds: spin, then give the core away (the holder may need it). */
+    static inline void hixl_relax(int tries) {
+      if (tries < 16) {
+    #if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+    #elif defined(__aarch64__)
+        __asm__ __volatile__("yield");
+    #endif
+      } else {
+        sched_yield();
+      }
+    }
+
     /* Index of a rank whose fence counter is below seq after waiting up to
        budget_ns, or -1 once all have reached it. A barrier of same-node
        ranks ends within microseconds, so it spins first; a longer wait
@@ -494,6 +723,7 @@ cdef extern from *:
     """
     double hixl_now_s() nogil
     Py_ssize_t hixl_fence_wait(uint64_t **words, size_t n, uint64_t seq, long long budget_ns) nogil
+    void hixl_relax(int tries) nogil
 
 
 cdef list hixl_fence_missing(uint64_t **words, size_t n, uint64_t seq):
@@ -514,6 +744,7 @@ cdef extern from *:
     int __ATOMIC_SEQ_CST
     int __ATOMIC_ACQUIRE
     int __ATOMIC_RELEASE
+    int __ATOMIC_RELAXED
 
 cdef enum:
     C_ADD, C_AND, C_OR, C_XOR, C_SWAP, C_CSWAP, C_NOOP

@@ -31,6 +31,39 @@ cdef inline int _op_code(object op):
     return -1
 
 
+from .request import Request as _Request
+# One 8-byte integer element, as a target spec names it.
+cdef set _INT64_TYPES = {_MPI.INT64_T.handle, _MPI.UINT64_T.handle, _MPI.LONG.handle, _MPI.UNSIGNED_LONG.handle,
+                         _MPI.LONG_LONG.handle, _MPI.UNSIGNED_LONG_LONG.handle}
+cdef object _NP_INT64 = np.dtype(np.int64)
+cdef object _NP_UINT64 = np.dtype(np.uint64)
+
+
+cdef object _one_element(object target):
+    """The displacement of a target spec of one 8-byte integer element --
+    None, a displacement, (disp,), (disp, 1), (disp, 1, int64 type) -- or -1
+    (not the hot path's: the Python layer parses it)."""
+    cdef object dt
+    if target is None or type(target) is int:
+        return target
+    if type(target) is not tuple and type(target) is not list:
+        return -1
+    n = len(target)
+    if n == 0 or n > 3 or type(target[0]) is not int:
+        return -1
+    if n >= 2 and not (type(target[1]) is int and target[1] == 1):
+        return -1
+    if n == 3:
+        dt = target[2]
+        if isinstance(dt, _MPI.Datatype):
+            if dt.handle not in _INT64_TYPES:
+                return -1
+        elif not (dt is np.int64 or dt is np.uint64 or (type(dt) is type(_NP_INT64)
+                                                         and (dt == _NP_INT64 or dt == _NP_UINT64))):
+            return -1
+    return target[0]
+
+
 def fast_op_code(op):
     """The hot path's atomic code of an op (FAST_ADD ...), or -1."""
     return _op_code(op)
@@ -98,6 +131,31 @@ cdef class WinBase:
         if (code < 0 or self._core is None
                 or not self._core.atomic(origin, None, result, target_rank, target_disp, code)):
             self._fetch_and_op(origin, result, target_rank, target_disp, op)
+
+    def Get_accumulate(self, origin, result, target_rank, target=None, op=_ops.SUM):
+        """Accumulate that also returns the previous target values in result."""
+        cdef int code = _op_code(op)
+        if (code < 0 or result is None or self._core is None
+                or not self._core.atomic(origin, None, result, target_rank, _one_element(target), code)):
+            self._get_accumulate(origin, result, target_rank, target, op)
+
+    def Rget_accumulate(self, origin, result, target_rank, target=None, op=_ops.SUM):
+        """Request-based Get_accumulate (complete when it returns here)."""
+        cdef int code = _op_code(op)
+        if (code >= 0 and result is not None and self._core is not None
+                and self._core.atomic(origin, None, result, target_rank, _one_element(target), code)):
+            return _Request.completed()
+        return self._rget_accumulate(origin, result, target_rank, target, op)
+
+    def Lock(self, rank, lock_type=_MPI.LOCK_EXCLUSIVE, assertion=0):
+        """Open a passive-target epoch to ``rank`` (shared or exclusive lock)."""
+        if self._core is None or not self._core.lock(rank, lock_type, assertion):
+            self._lock(rank, lock_type, assertion)
+
+    def Unlock(self, rank):
+        """Complete all RMA to ``rank`` and release its lock."""
+        if self._core is None or not self._core.unlock(rank):
+            self._unlock(rank)
 
     def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
         """Store origin at the target if it equals compare; result gets the old value."""

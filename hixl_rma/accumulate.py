@@ -1,12 +1,17 @@
 """Accumulate operations of hixl_rma.Win with MPI's atomicity.
 
-Two paths, chosen by (op, datatype) alone so that every accumulate with the
-same op on a location takes the same one:
+Two paths, chosen by (op, datatype) and what the target said at the
+window's creation alone, so that every accumulate with the same op on a
+location takes the same one:
 - native: one 8-byte integer element per engine atomic (SUM, BAND, BOR,
   BXOR, REPLACE, NO_OP on int64/uint64; Compare_and_swap on any 8-byte type);
 - locked: the target's accumulate lock (a control-block word taken with
   remote CAS, with back-off) around get -> numpy ufunc at the origin -> put,
-  chunked so one large accumulate does not hold the lock throughout.
+  chunked so one large accumulate does not hold the lock throughout. Every
+  accumulate takes it on a target that asked for it (``acc_locked``: host
+  memory UCX did not allocate, of a window on one host), whose memory UCX's
+  atomics reach only with the target's CPU; the hot path
+  (FastWin._locked_atomic) takes the same lock for one 8-byte element.
 """
 import ctypes
 
@@ -138,8 +143,9 @@ class Accumulates:
             return np.zeros(0, a.dtype) if fetch else None
         values = gather(a.origin, a.dtype) if a.op is not NO_OP else None
         native = native_atomic(a.op, a.dtype)
-        # UCX has no atomics on device memory: device windows take the locked path.
-        if native is not None and a.t.mem_type != _engine.MEM_DEVICE:
+        # UCX has no atomics on device memory: device windows take the locked
+        # path, as targets whose memory takes accumulates under its lock do.
+        if native is not None and a.t.mem_type != _engine.MEM_DEVICE and not a.t.acc_locked:
             addrs = a.tbase + _byte_index(a.tblk, 8)
             if not (addrs % 8).any():
                 return self._native(a, native, addrs, values, fetch)
@@ -268,7 +274,7 @@ class Accumulates:
                                 f"byte element of at most 8 bytes")
         new, cmp = gather(a.origin, a.dtype), gather(cb, a.dtype)
         addr = a.tbase + int(a.tblk[0, 0])
-        if a.dtype.itemsize == 8 and addr % 8 == 0:
+        if a.dtype.itemsize == 8 and addr % 8 == 0 and not a.t.acc_locked:
             old = self.w.engine.atomic_cas(a.t.addr, addr, int(cmp.view(np.uint64)[0]),
                                            int(new.view(np.uint64)[0]), self.w.rt.timeout_ms)
             _put_result(a, np.array([old], np.uint64).view(a.dtype))

@@ -36,12 +36,13 @@ NULL_KEY = "MPI_WIN_NULL"
 class _Target:
     """What an origin knows of one rank of the window (its creation record)."""
 
-    __slots__ = ("rank", "world", "base", "size", "disp_unit", "ctrl", "access", "mem_type", "_addr")
+    __slots__ = ("rank", "world", "base", "size", "disp_unit", "ctrl", "access", "mem_type", "acc_locked", "_addr")
 
     def __init__(self, rank, world, meta):
         self.rank, self.world = rank, world
         self.base, self.size, self.disp_unit = meta.base, meta.size, meta.disp_unit
         self.ctrl, self.access, self.mem_type = meta.ctrl, meta.access, meta.mem_type
+        self.acc_locked = bool(meta.acc_locked)
         self._addr = None
 
     @property
@@ -135,7 +136,7 @@ class WindowCore:
             if self.device:
                 mem_type = _engine.MEM_DEVICE
             mine = winmeta.pack(winmeta.Meta(base, size, self.disp_unit, self.ctrl_handle.addr, access,
-                                             mem_type, st.next_window_id))
+                                             mem_type, st.next_window_id, self._acc_locked(mem_type)))
             st.next_window_id += 1
         except HixlError as exc:
             # Creation is collective: the other ranks learn of a local failure
@@ -166,7 +167,20 @@ class WindowCore:
                                     [t.mem_type == _engine.MEM_HOST for t in self.targets])
         self.fast.label = self.key
         self.me = self.targets[self.comm.rank]
+        self.fast.set_locking(self.comm.rank, st.rank + 1, [t.acc_locked for t in self.targets])
+        self.fast.set_ctrl(self.comm.rank, self.ctrl.ctypes.data, self.ctrl)
         st.windows.add(self)
+
+    def _acc_locked(self, mem_type):
+        """Whether accumulates on this rank's memory are to be made under its
+        accumulate lock (get, op, put) rather than with UCX's atomics: host
+        memory that UCX did not allocate (UCX's atomics on it need this
+        rank's CPU, which a busy rank gives late) of a window whose ranks all
+        share this host (each can take the lock word, mapped, in
+        nanoseconds). Every origin follows what the target said, so that all
+        of its accumulates take one path."""
+        return int(self.flavor in (C.WIN_FLAVOR_CREATE, C.WIN_FLAVOR_DYNAMIC) and mem_type == _engine.MEM_HOST
+                   and not self.device and _engine.HAS_EXTENSIONS and self.rt.same_node(self.comm.world_ranks))
 
     def _expose(self, memory):
         """Register the window memory; returns (base, size)."""
@@ -386,6 +400,12 @@ class WindowCore:
         generation = self.engine.mapping_generation()  # before the pointer: a change after it shows
         ptr, keep = self.mapped(t)
         self.fast.set_ready(t.rank, addr, ptr, keep, generation)
+        if not self.fast.has_ctrl(t.rank):
+            try:  # its lock words, for the hot Lock/Unlock and locked accumulates
+                pin = self.engine.pin_remote(addr, t.ctrl, CTRL.nbytes(self.comm.size))
+                self.fast.set_ctrl(t.rank, pin.addr, pin)
+            except HixlError:
+                pass  # not on this node (or not mapped): the engine's atomics take them
 
     def mapped(self, t):
         """(address, keeper) where t's window memory is mapped into this

@@ -303,6 +303,7 @@ class Sync:
         acquired = not assertion & C.MODE_NOCHECK
         if acquired:
             self._acquire(t, lock_type)
+            w.make_ready(t)  # the next Lock, and the RMA inside, take the hot path
         w.fast.fence_open = False
         w.fast.add_lock(rank, lock_type, acquired)
 

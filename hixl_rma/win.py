@@ -305,8 +305,7 @@ class Win(_engine.WinBase):
     def _compare_and_swap(self, origin, compare, result, target_rank, target_disp):
         self._acc.compare_and_swap(origin, compare, result, target_rank, target_disp)
 
-    def Get_accumulate(self, origin, result, target_rank, target=None, op=SUM):
-        """Accumulate that also returns the previous target values in result."""
+    def _get_accumulate(self, origin, result, target_rank, target, op):
         self._acc.get_accumulate(origin, result, target_rank, target, op)
 
     def Raccumulate(self, origin, target_rank, target=None, op=SUM):
@@ -314,8 +313,7 @@ class Win(_engine.WinBase):
         self.Accumulate(origin, target_rank, target, op)
         return self._acc.request(target_rank)
 
-    def Rget_accumulate(self, origin, result, target_rank, target=None, op=SUM):
-        """Request-based Get_accumulate."""
+    def _rget_accumulate(self, origin, result, target_rank, target, op):
         self._acc.get_accumulate(origin, result, target_rank, target, op)
         return self._acc.request(target_rank)
 
@@ -350,12 +348,10 @@ class Win(_engine.WinBase):
         """Non-blocking Wait: True (and the epoch closed) once every origin completed."""
         return self._sync.test()
 
-    def Lock(self, rank, lock_type=C.LOCK_EXCLUSIVE, assertion=0):
-        """Open a passive-target epoch to ``rank`` (shared or exclusive lock)."""
+    def _lock(self, rank, lock_type, assertion):
         self._sync.lock(rank, lock_type, assertion)
 
-    def Unlock(self, rank):
-        """Complete all RMA to ``rank`` and release its lock."""
+    def _unlock(self, rank):
         try:
             self._ntf.release(rank, "Unlock")
         finally:

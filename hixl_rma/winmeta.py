@@ -11,10 +11,10 @@ import numpy as np
 
 from . import errors as _errors
 
-VERSION = 1
+VERSION = 2  # 2: acc_locked
 RECORD_BYTES = 512
 _MAGIC = 0x48584C574D455441  # "HXLWMETA"
-_WORDS = 10                  # magic, version, ok, then six fields or (status, error class)
+_WORDS = 11                  # magic, version, ok, then eight fields or (status, error class)
 _TEXT = 8 * _WORDS           # failure records: "ClassName\0message" from here
 
 
@@ -29,13 +29,14 @@ class Meta:
     access: int     # constants.ACCESS_*
     mem_type: int   # MEM_HOST / MEM_DEVICE
     seq: int        # its window counter (rank 0's names the window)
+    acc_locked: int = 0  # 1: accumulates on its memory go under its accumulate lock (accumulate.py)
 
 
 def pack(meta):
     """The record of a successful part."""
     rec = np.zeros(RECORD_BYTES, np.uint8)
     rec[:_TEXT].view(np.uint64)[:] = [_MAGIC, VERSION, 1, meta.base, meta.size, meta.disp_unit,
-                                      meta.ctrl, meta.access, meta.mem_type, meta.seq]
+                                      meta.ctrl, meta.access, meta.mem_type, meta.seq, meta.acc_locked]
     return rec
 
 

@@ -10,9 +10,9 @@ Rank 0 holds a queue: two int64 counters (pushed, popped) in one window and
 ``--slots`` packets of ``--packet`` bytes in another (``disp_unit`` = the
 packet size); the other ranks expose nothing (``Win.Create(None)``). Every
 rank, at once, repeats: ``Lock(0, LOCK_EXCLUSIVE)``; ``Rget_accumulate``
-SUM 1 on the push counter (a push, every other operation) or NO_OP on both
-counters (a peek); ``wait()``; ``Put`` of its packet at the slot the counter
-gave, or ``Get`` of the newest packet; ``Unlock(0)``. The figure is the
+SUM 1 on the push counter (a push, every other operation) or NO_OP on it
+(a peek); ``wait()``; under the data window's lock, ``Put`` of its packet at
+the slot the counter gave, or ``Get`` of the newest packet; ``Unlock(0)``. The figure is the
 wall time of ``--ops`` operations per rank (median of ``--reps`` runs,
 hixl's and MPI's interleaved) and the ratio hixl / MPI (below 1 favours
 hixl). Every packet is checked afterwards: each slot holds the packet its
@@ -56,8 +56,7 @@ def _impl_run(MPI_like, Win, comm, ops, packet, flavor, wait):
     got = np.zeros(packet, np.uint8)
     one = np.ones(1, np.int64)
     res = np.zeros(1, np.int64)
-    both = np.zeros(2, np.int64)
-    nothing = np.zeros(2, np.int64)
+    nothing = np.zeros(1, np.int64)
     wait()
     t0 = time.perf_counter()
     for i in range(ops):
@@ -68,10 +67,10 @@ def _impl_run(MPI_like, Win, comm, ops, packet, flavor, wait):
             dwin.Put(mine, 0, int(res[0]))
             dwin.Unlock(0)
         else:
-            cwin.Rget_accumulate(nothing, both, 0, (0, 2, MPI.INT64_T), noop).wait()
-            if both[0] > 0:
+            cwin.Rget_accumulate(nothing, res, 0, (0, 1, MPI.INT64_T), noop).wait()
+            if res[0] > 0:
                 dwin.Lock(0, excl)
-                dwin.Get(got, 0, int(both[0]) - 1)
+                dwin.Get(got, 0, int(res[0]) - 1)
                 dwin.Unlock(0)
         cwin.Unlock(0)
     elapsed = time.perf_counter() - t0

@@ -9,6 +9,7 @@ import pytest
 from mpi4py import MPI
 
 import hixl_rma
+from hixl_rma import runtime as _rt
 from hixl_rma import DatatypeError, ParamError, Win
 
 from mpiutil import barrier, pattern
@@ -173,6 +174,38 @@ def _window(flavor, nelem, dtype, comm):
         mem[:] = 0
     barrier(comm)
     return win, mem
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("flavor", ["create", "allocate"])
+def test_every_path_of_an_accumulate_is_atomic_with_the_others(comm, rank, size, flavor):
+    """Every rank, rank 0 on its own memory included, adds to the same two
+    counters by the hot path (one element: Fetch_and_op, Rget_accumulate,
+    Accumulate, Compare_and_swap's retry loop) and by the Python layer's
+    (two elements at once): nothing is lost. On a Create window of one host
+    they all take the target's accumulate lock (acc_locked), without its CPU."""
+    win, mem = _window(flavor, 2, np.int64, comm)
+    if flavor == "create" and _rt.runtime().same_node(range(size)):
+        assert win._w.targets[0].acc_locked
+    elif flavor == "allocate":
+        assert not win._w.targets[0].acc_locked
+    one, two, res, cur = np.ones(1, np.int64), np.ones(2, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)
+    win.Lock_all()
+    for i in range(K // 4):
+        win.Fetch_and_op(one, res, 0, 0, hixl_rma.SUM)
+        win.Rget_accumulate(one, res, 0, (1, 1, MPI.INT64_T), MPI.SUM).wait()
+        win.Accumulate(two, 0, (0, 2, MPI.INT64_T), hixl_rma.SUM)
+        while True:  # +1 on counter 0 by compare-and-swap
+            win.Fetch_and_op(one, cur, 0, 0, hixl_rma.NO_OP)
+            win.Compare_and_swap(cur + 1, cur, res, 0, 0)
+            if res[0] == cur[0]:
+                break
+    win.Flush(0)
+    win.Unlock_all()
+    barrier(comm)
+    final = comm.bcast(mem[:2].tolist() if rank == 0 else None, root=0)
+    win.Free()
+    assert final == [3 * size * (K // 4), 2 * size * (K // 4)]
 
 
 @pytest.mark.core

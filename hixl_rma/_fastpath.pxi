@@ -15,6 +15,7 @@ from libc.stdint cimport int64_t, uint8_t
 cdef size_t _NOGIL_COPY = 1 << 16  # copies this large release the GIL
 from mpi4py import MPI as _MPI
 from . import constants as _constants
+from .errors import EpochError
 cdef long _PROC_NULL = _MPI.PROC_NULL
 # A target's declared access mode (constants.ACCESS_*), as its metadata carries it.
 cdef uint8_t _READ_WRITE = _constants.ACCESS_READ_WRITE
@@ -60,27 +61,44 @@ cdef class _Export:
             PyBuffer_Release(&self.view)
 
 
-cdef class FastWin:
-    """C-level state of one window's targets and epochs (see core.py).
+cdef class Target
+
+
+cdef class WindowState:
+    """All of one window's state that calls read per operation: the table
+    of its targets (what each rank told the others at creation, and what
+    this rank learnt of each since: connected, mapped, dirty), the origin's
+    access epochs and Fence's barrier. ``core.WindowCore`` derives from it
+    and adds what only the Python layer reads (communicator, memory,
+    registrations, info): one object, one state.
 
     The hot path either completes an operation or raises: when the engine
     refuses or fails it, the error is raised here, naming the call, the
     rank, the window and the bytes; nothing is handed on to be done again.
     ``False``/``0`` from a method means only "not the common case, nothing
     done"."""
-    cdef Engine eng
+    cdef public Engine engine
+    cdef public str key      # the window's id ("w<world rank of rank 0>.<seq>"), or MPI_WIN_NULL
+    cdef public str name     # its name (Set_name), "" until set
+    cdef public bint freed
+    cdef public list targets  # Target views, one per rank of the window
+    cdef public object me     # targets[this rank]
     cdef Py_ssize_t n
-    cdef vector[uint64_t] base, size, unit
+    # The per-target table: one entry per rank, the only copy. size is the
+    # real size; the hot path stays off dynamic windows (absolute addresses).
+    cdef bint dynamic
+    cdef vector[uint64_t] base, size, unit, ctrl_addr
+    cdef vector[int64_t] world
+    cdef vector[uint8_t] access, mem_type, acc_locked
     cdef vector[uintptr_t] mapped
-    cdef vector[uint8_t] access, atomics, epoch, passive, dirty, ready
+    cdef vector[uint8_t] epoch, passive, dirty, ready
     cdef vector[uint8_t] held    # per rank: notifications held back for a batch (notify.py sends them)
     cdef Py_ssize_t held_n       # ranks with held notifications
-    cdef vector[string] addr
+    cdef vector[string] addr     # the engine address each rank is connected at ("" until then)
     cdef vector[uint64_t] generation  # per rank: the engine's mapping generation when mapped[r] was taken
     cdef list pins         # per rank: the RemotePin that keeps mapped[r] mapped, or None
     cdef list pending
     cdef list posted       # per rank: the op of non-fetching atomics posted since its last flush, or None
-    cdef public str label  # the window's name in messages
     # The origin side of the epoch state machine, owned here (epochs.py
     # changes it only through the methods below, so the hot path reads the
     # one truth): epoch[r] / passive[r] say an access epoch is open to r.
@@ -95,7 +113,6 @@ cdef class FastWin:
     # rank's fence counter (fence_word[rank]), raised by one per Fence.
     cdef vector[uint64_t *] fence_word
     cdef uint64_t fence_seq
-    cdef Py_ssize_t me
     cdef object fence_stalled  # fence_stalled(missing ranks, timed_out): raises
     cdef object fence_pins     # what keeps the peers' fence counters mapped
     cdef long fence_modes  # the assertions Fence takes here (all but MODE_NOSUCCEED)
@@ -103,22 +120,42 @@ cdef class FastWin:
     # ctrl.py's layout), or NULL; what keeps it mapped.
     cdef vector[uint64_t *] ctrl_word
     cdef list ctrl_pins
-    # Per rank: accumulates on its memory are made under its accumulate
-    # lock (get, op, put: memory no UCX atomic reaches without its CPU, of a
-    # window whose ranks all share this host), see accumulate.py.
-    cdef vector[uint8_t] acc_locked
-    cdef Py_ssize_t comm_rank, comm_size
+    cdef Py_ssize_t comm_rank
     cdef uint64_t acc_owner  # this rank's accumulate-lock value: world rank + 1
 
-    def __cinit__(self, Engine eng, bases, sizes, units, accesses, atomics):
-        self.eng = eng
-        self.n = len(bases)
+    def __cinit__(self, *args, **kwargs):
+        # A null window until set_targets fills the table in.
+        self.key = "MPI_WIN_NULL"
+        self.name = ""
+        self.freed = True
+        self.targets = []
+        self.pins = []
+        self.pending = []
+        self.posted = []
+        self.ctrl_pins = []
+        self._locks = {}
+        self._access = None
+        self._lock_all = False
+
+    def set_targets(self, Engine engine, metas, world_ranks, Py_ssize_t comm_rank, uint64_t acc_owner,
+                    bint dynamic):
+        """Fill the table from every rank's creation record (winmeta.Meta),
+        the ranks' world ranks and this rank's place."""
+        cdef Py_ssize_t i
+        self.engine = engine
+        self.n = len(metas)
+        self.dynamic = dynamic
+        self.comm_rank, self.acc_owner = comm_rank, acc_owner
         for i in range(self.n):
-            self.base.push_back(bases[i])
-            self.size.push_back(sizes[i])
-            self.unit.push_back(units[i])
-            self.access.push_back(accesses[i])
-            self.atomics.push_back(atomics[i])
+            m = metas[i]
+            self.base.push_back(m.base)
+            self.size.push_back(m.size)
+            self.unit.push_back(m.disp_unit)
+            self.ctrl_addr.push_back(m.ctrl)
+            self.access.push_back(m.access)
+            self.mem_type.push_back(m.mem_type)
+            self.acc_locked.push_back(m.acc_locked)
+            self.world.push_back(world_ranks[i])
         self.mapped.resize(self.n, 0)
         self.generation.resize(self.n, 0)
         self.pins = [None] * self.n
@@ -130,20 +167,18 @@ cdef class FastWin:
         self.addr.resize(self.n)
         self.pending = [[] for _ in range(self.n)]
         self.posted = [None] * self.n
-        self.label = "?"
-        self._locks = {}
-        self._access = None
-        self._lock_all = False
         self.ctrl_word.resize(self.n, NULL)
         self.ctrl_pins = [None] * self.n
-        self.acc_locked.resize(self.n, 0)
+        self.targets = [Target.view(self, i) for i in range(self.n)]
+        self.me = self.targets[comm_rank]
+        self.freed = False
 
-    def set_locking(self, Py_ssize_t comm_rank, uint64_t acc_owner, acc_locked):
-        """This rank's place in the window (its lock words' owner values) and,
-        per rank, whether accumulates on its memory go under its lock."""
-        self.comm_rank, self.comm_size, self.acc_owner = comm_rank, self.n, acc_owner
-        for i in range(self.n):
-            self.acc_locked[i] = acc_locked[i]
+    def label(self):
+        """The window's name in messages: its name, else its key."""
+        return self.name or self.key
+
+    cdef inline bint _live(self):
+        return self.n > 0 and self.engine is not None and self.engine._h != NULL
 
     def set_ctrl(self, Py_ssize_t rank, uintptr_t addr, keep=None):
         """rank's control block is mapped here at ``addr`` (``keep`` keeps
@@ -155,17 +190,45 @@ cdef class FastWin:
     def has_ctrl(self, Py_ssize_t rank):
         return 0 <= rank < self.n and self.ctrl_word[rank] != NULL
 
-    def set_ready(self, Py_ssize_t rank, str addr, uintptr_t mapped=0, keep=None, uint64_t generation=0):
+    def set_ready(self, Py_ssize_t rank, uintptr_t mapped=0, keep=None, uint64_t generation=0):
         """Target rank is connected, and mapped here at ``mapped`` (or 0);
         ``keep`` (a RemotePin, or the shared segment's owner) keeps that
         mapping while it is cached; ``generation`` is the engine's mapping
         generation read before the pointer was taken, so that a change in
         between shows as stale."""
-        self.addr[rank] = addr.encode()
         self.pins[rank] = keep
         self.mapped[rank] = mapped
         self.generation[rank] = generation
-        self.ready[rank] = 1
+        self.ready[rank] = not self.dynamic
+
+    cdef object _connect(self, Py_ssize_t r):
+        """The engine address of target r, connecting on first use."""
+        if self.addr[r].empty():
+            from . import runtime as _rt
+            self.addr[r] = (<str>_rt.runtime().connect(self.world[r])).encode()
+        return self.addr[r].decode()
+
+    # ------------------------------------------------------------ epochs
+
+    cdef inline bint _access_ok(self, Py_ssize_t r):
+        """An access epoch is open to r (a fence epoch counts as used)."""
+        if self.open_all or self.epoch[r]:
+            return True
+        if self.fence_open:
+            self.fence_used = True
+            return True
+        return False
+
+    def check_access(self, Py_ssize_t rank, str what):
+        """Raise EpochError unless an access epoch is open to ``rank``: the
+        one rule every path (the hot one in C) applies."""
+        if not self._access_ok(rank):
+            raise EpochError(f"{what} to rank {rank} of window {self.label()}: no access epoch is open "
+                             f"to that rank (call Fence, Start, Lock or Lock_all first)")
+
+    def in_passive(self, Py_ssize_t rank):
+        """A passive-target epoch (or the HIXL face's) is open to ``rank``."""
+        return self.open_all or self.passive[rank]
 
     @property
     def locks(self):
@@ -231,11 +294,10 @@ cdef class FastWin:
         self.fence_pins = None
         self.pins = None
 
-    def mark_dirty(self, Py_ssize_t rank, str addr, keep=None):
-        """Engine operations to rank (at engine ``addr``) were posted;
-        ``keep`` lives until the flush, which goes to that engine."""
-        if self.addr[rank].empty():
-            self.addr[rank] = addr.encode()
+    def mark_dirty(self, Py_ssize_t rank, keep=None):
+        """Engine operations to rank were posted; ``keep`` lives until the
+        flush that completes them."""
+        self._connect(rank)
         self.dirty[rank] = 1
         if keep is not None:
             (<list>self.pending[rank]).append(keep)
@@ -278,21 +340,17 @@ cdef class FastWin:
         flushed (None if none): an atomic of another op must flush first."""
         return self.posted[rank] if self.dirty[rank] else None
 
-    def note_posted_atomic(self, Py_ssize_t rank, str addr, op):
-        """Non-fetching atomics of ``op`` were posted to rank (at ``addr``)."""
-        self.mark_dirty(rank, addr)
+    def note_posted_atomic(self, Py_ssize_t rank, op):
+        """Non-fetching atomics of ``op`` were posted to rank."""
+        self.mark_dirty(rank)
         self.posted[rank] = op
 
     cdef inline bint _target_ok(self, object target_rank, Py_ssize_t *r, bint write):
         if type(target_rank) is not int:
             return False
         r[0] = <Py_ssize_t>target_rank
-        if r[0] < 0 or r[0] >= self.n or not self.ready[r[0]]:
+        if r[0] < 0 or r[0] >= self.n or not self.ready[r[0]] or not self._access_ok(r[0]):
             return False
-        if not (self.open_all or self.epoch[r[0]]):
-            if not self.fence_open:
-                return False
-            self.fence_used = True
         return self.access[r[0]] != (_READ_ONLY if write else _WRITE_ONLY)
 
     cdef inline bint _offset(self, object target, Py_ssize_t r, size_t nbytes, uint64_t *off):
@@ -313,12 +371,39 @@ cdef class FastWin:
     cdef inline char *_direct(self, Py_ssize_t r):
         if self.mapped[r] == 0:
             return NULL
-        if MappingGeneration(self.eng._h[0]) != self.generation[r]:
+        if MappingGeneration(self.engine._h[0]) != self.generation[r]:
             self.mapped[r] = 0  # stale: the Python layer looks it up again
             self.pins[r] = None
             self.ready[r] = 0
             return NULL
         return <char *>self.mapped[r]
+
+    cdef int _post(self, Py_ssize_t r, int op, vector[TransferOpDesc] &v, MemType local, bint detach,
+                   object keep, str what) except -1:
+        """Post v to r (complete at r's next flush, ``keep`` held until
+        then): the one way an operation reaches the engine, hot path or not.
+        A refusal is raised here, before anything is marked."""
+        cdef Status st
+        self._connect(r)
+        with nogil:
+            st = TransferPost(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                              <TransferOp>op, v, local, detach)
+        if st != 0:
+            if what is not None:
+                self._raise(st, what, r, f" ({v.size()} block(s))" if v.size() != 1 else
+                            f" ({v[0].len} bytes at target offset {v[0].remote_addr - self.base[r]})")
+            _check(st, f"TransferPost({self.addr[r].decode()!r}, {v.size()} blocks)")
+        self.dirty[r] = 1
+        if keep is not None:
+            (<list>self.pending[r]).append(keep)
+        return 0
+
+    def post(self, Py_ssize_t rank, object op, object descs, object keep=None, bint local_device=False):
+        """Post engine descriptors ((n, 3) local, remote, length) to rank,
+        as the hot path posts its own; ``keep`` lives until the flush."""
+        cdef vector[TransferOpDesc] v
+        _descs(descs, v)
+        self._post(rank, _opcode(op), v, MEM_DEVICE if local_device else MEM_HOST, False, keep, None)
 
     cdef int _move(self, object origin, object target_rank, object target, bint write) except -1:
         """1 when done here, 0 when the Python layer must take it."""
@@ -331,7 +416,7 @@ cdef class FastWin:
         cdef _Export export = None
         if type(target_rank) is int and target_rank == _PROC_NULL and self.n:
             return 1  # MPI.PROC_NULL: nothing moves, the origin is not looked at
-        if self.eng._h == NULL or not self._target_ok(target_rank, &r, write):
+        if not self._live() or not self._target_ok(target_rank, &r, write):
             return 0
         if _get_buffer(origin, &view, PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (0 if write else PyBUF_WRITABLE)) != 0:
             PyErr_Clear()
@@ -355,16 +440,14 @@ cdef class FastWin:
             v[0].local_addr = <uintptr_t>view.buf
             v[0].remote_addr = self.base[r] + off
             v[0].len = <size_t>view.len
-            with nogil:
-                st = TransferPost(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
-                                  WRITE if write else READ, v, MEM_HOST, False)
-            if st != 0:
-                self._raise(st, "Put" if write else "Get", r, f" ({view.len} bytes at target offset {off})")
-            self.dirty[r] = 1
             export = _Export.__new__(_Export)
+            try:
+                self._post(r, WRITE if write else READ, v, MEM_HOST, False, export, "Put" if write else "Get")
+            except BaseException:
+                export = None  # refused: nothing holds the view, released below
+                raise
             export.view = view  # the export moves into it: released at completion, not here
             export.held = True
-            (<list>self.pending[r]).append(export)
             return 1
         finally:
             if export is None:
@@ -383,9 +466,9 @@ cdef class FastWin:
         cdef Status st
         cdef AtomicOp aop
         cdef int32_t tmo
-        if self.eng._h == NULL or not self._target_ok(target_rank, &r, True):
+        if not self._live() or not self._target_ok(target_rank, &r, True):
             return False
-        if self.access[r] != _READ_WRITE or not self.atomics[r] or (self.posted[r] is not None and self.dirty[r]):
+        if self.access[r] != _READ_WRITE or self.mem_type[r] != MEM_HOST or (self.posted[r] is not None and self.dirty[r]):
             return False  # posted atomics first: this origin's accumulates stay ordered
         if not (_int64_scalar(origin, &value) and (compare is None or _int64_scalar(compare, &cmp))):
             return False
@@ -419,7 +502,7 @@ cdef class FastWin:
             aop = _FAST_OPS[code]
             tmo = _timeout(None)
             with nogil:
-                st = Atomic(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), aop,
+                st = Atomic(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), aop,
                             self.base[r] + off, 0 if code == C_NOOP else value, cmp, &old, tmo)
             if st != 0:
                 # Raised, never redone: the atomic may have reached the target.
@@ -459,7 +542,7 @@ cdef class FastWin:
                 v[0].remote_addr = self.base[r] + off
                 v[0].len = 8
                 with nogil:
-                    st = self.eng._h.TransferSync(AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                    st = self.engine._h.TransferSync(AscendString(self.addr[r].c_str(), self.addr[r].size()),
                                                   READ, v, tmo)
                 if st != 0:
                     self._raise(st, "accumulate (get under the target's accumulate lock)", r,
@@ -485,7 +568,7 @@ cdef class FastWin:
                 else:
                     v[0].local_addr = <uintptr_t>&new
                     with nogil:
-                        st = self.eng._h.TransferSync(AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                        st = self.engine._h.TransferSync(AscendString(self.addr[r].c_str(), self.addr[r].size()),
                                                       WRITE, v, tmo)
                     if st != 0:
                         # Raised, never redone: the put may have reached the target.
@@ -495,7 +578,7 @@ cdef class FastWin:
             expected = self.acc_owner
             if not __atomic_compare_exchange_n(lock, &expected, 0, False, __ATOMIC_RELEASE, __ATOMIC_RELAXED):
                 raise error_for(PEER_FAILURE_STATUS,
-                                f"accumulate lock of rank {r} of window {self.label} was not this rank's any "
+                                f"accumulate lock of rank {r} of window {self.label()} was not this rank's any "
                                 f"more (another rank broke it, believing this rank dead); the accumulate may "
                                 f"have been interleaved with another")
         return True
@@ -515,7 +598,7 @@ cdef class FastWin:
         if __atomic_fetch_add(w, 1, __ATOMIC_ACQUIRE) & _LOCK_EXCL:
             __atomic_fetch_add(w, <uint64_t>-1, __ATOMIC_RELEASE)
             return False
-        __atomic_exchange_n(w + _reader_word(self.comm_size, self.comm_rank), 1, __ATOMIC_SEQ_CST)
+        __atomic_exchange_n(w + _reader_word(self.n, self.comm_rank), 1, __ATOMIC_SEQ_CST)
         return True
 
     cdef int release_lock_word(self, Py_ssize_t r, bint exclusive) except -1:
@@ -526,14 +609,14 @@ cdef class FastWin:
         cdef uint64_t one = 1
         if not exclusive:
             # Only the one who clears the slot takes the count back.
-            if __atomic_compare_exchange_n(w + _reader_word(self.comm_size, self.comm_rank), &one, 0, False,
+            if __atomic_compare_exchange_n(w + _reader_word(self.n, self.comm_rank), &one, 0, False,
                                            __ATOMIC_SEQ_CST, __ATOMIC_RELAXED):
                 __atomic_fetch_add(w, <uint64_t>-1, __ATOMIC_RELEASE)
             return 0
         while not __atomic_compare_exchange_n(w, &word, word - mine, False, __ATOMIC_RELEASE, __ATOMIC_RELAXED):
             if not word & _LOCK_EXCL or ((word >> _OWNER_SHIFT) & _OWNER_MASK) != <uint64_t>(self.comm_rank + 1):
                 raise error_for(PEER_FAILURE_STATUS,
-                                f"Unlock: the exclusive lock of rank {r} of window {self.label} was not this "
+                                f"Unlock: the exclusive lock of rank {r} of window {self.label()} was not this "
                                 f"rank's any more (another rank broke it, believing this rank dead); nothing "
                                 f"was released")
         return 0
@@ -569,7 +652,7 @@ cdef class FastWin:
         (mapped), nothing held for a batch. The epoch ends even where the
         flush fails (a dead target), as in the Python layer."""
         cdef Py_ssize_t r
-        if type(target_rank) is not int or self.eng._h == NULL:
+        if type(target_rank) is not int or not self._live():
             return False
         r = <Py_ssize_t>target_rank
         if r < 0 or r >= self.n or self.ctrl_word[r] == NULL or self.held[r]:
@@ -592,7 +675,7 @@ cdef class FastWin:
     cpdef bint flush(self, object target_rank) except *:
         """Flush in a passive epoch; False leaves it to the Python layer."""
         cdef Py_ssize_t r
-        if self.eng._h == NULL or type(target_rank) is not int:
+        if not self._live() or type(target_rank) is not int:
             return False
         r = <Py_ssize_t>target_rank
         if r == _PROC_NULL and self.n:
@@ -610,14 +693,14 @@ cdef class FastWin:
         operations stay pending: a later flush may still complete them)."""
         cdef Status st
         with nogil:
-            st = Flush(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
+            st = Flush(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
         if st != 0:
             self._raise(st, what, r, "")
         self._completed(r)
         return 0
 
     cdef int _raise(self, Status st, str what, Py_ssize_t r, str detail) except -1:
-        raise error_for(st, f"{what} to rank {r} of window {self.label}{detail}: "
+        raise error_for(st, f"{what} to rank {r} of window {self.label()}{detail}: "
                             f"{LastError().decode(errors='replace')}")
 
     def set_fence_barrier(self, Py_ssize_t me, words, stalled, long modes, keep=None):
@@ -630,7 +713,6 @@ cdef class FastWin:
         self.fence_word.clear()
         for w in words:
             self.fence_word.push_back(<uint64_t *><uintptr_t>w)
-        self.me = me
         self.fence_stalled = stalled
         self.fence_pins = keep  # the RemotePins under words: they stay mapped while Fence reads them
 
@@ -641,7 +723,7 @@ cdef class FastWin:
         layer, which opens and closes fence epochs and raises the errors."""
         cdef Py_ssize_t r
         cdef int32_t tmo
-        if (self.eng._h == NULL or not self.fence_open or self.fence_word.empty()
+        if (not self._live() or not self.fence_open or self.fence_word.empty()
                 or type(assertion) is not int or not 0 <= assertion <= self.fence_modes
                 or <long>assertion & ~self.fence_modes or self.held_n):
             return False
@@ -661,7 +743,7 @@ cdef class FastWin:
         cdef double deadline
         self.fence_seq += 1
         seq = self.fence_seq
-        __atomic_store_n(self.fence_word[self.me], seq, __ATOMIC_RELEASE)
+        __atomic_store_n(self.fence_word[self.comm_rank], seq, __ATOMIC_RELEASE)
         missing = hixl_fence_wait(self.fence_word.data(), self.fence_word.size(), seq, 0)
         if missing < 0:
             return
@@ -673,6 +755,65 @@ cdef class FastWin:
                 return
             self.fence_stalled(hixl_fence_missing(self.fence_word.data(), self.fence_word.size(), seq),
                                hixl_now_s() > deadline)
+
+
+cdef class Target:
+    """What the origin knows of one rank of the window: a view of its entry
+    in the window's table (WindowState), which is the only copy."""
+    cdef readonly WindowState core
+    cdef readonly Py_ssize_t rank
+
+    @staticmethod
+    cdef Target view(WindowState core, Py_ssize_t rank):
+        cdef Target t = Target.__new__(Target)
+        t.core, t.rank = core, rank
+        return t
+
+    @property
+    def world(self):
+        """Its world rank."""
+        return self.core.world[self.rank]
+
+    @property
+    def base(self):
+        """The address of its window memory (0 if none)."""
+        return self.core.base[self.rank]
+
+    @property
+    def size(self):
+        """Its window's size in bytes."""
+        return self.core.size[self.rank]
+
+    @property
+    def disp_unit(self):
+        return self.core.unit[self.rank]
+
+    @property
+    def ctrl(self):
+        """The address of its control block (ctrl.py)."""
+        return self.core.ctrl_addr[self.rank]
+
+    @property
+    def access(self):
+        """Its declared access mode (constants.ACCESS_*)."""
+        return self.core.access[self.rank]
+
+    @property
+    def mem_type(self):
+        return self.core.mem_type[self.rank]
+
+    @property
+    def acc_locked(self):
+        """Accumulates on its memory go under its accumulate lock (accumulate.py)."""
+        return bool(self.core.acc_locked[self.rank])
+
+    @property
+    def addr(self):
+        """Its engine address; connects on first use."""
+        return self.core._connect(self.rank)
+
+    def __repr__(self):
+        return f"<Target rank {self.rank} (world {self.world}) of window {self.core.label()}>"
 
 
 cdef extern from *:

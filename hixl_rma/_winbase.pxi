@@ -73,9 +73,9 @@ cdef class WinBase:
     """Base of hixl_rma.Win: the buffer protocol over the local window
     memory, and the hot calls."""
 
-    cdef FastWin _core  # the hot path's state of this window: the core's FastWin (aliases share it)
+    cdef WindowState _core  # the window's state: its core (aliases share it)
 
-    def _set_core(self, FastWin core):
+    def _set_core(self, WindowState core):
         self._core = core
 
     def _share_core(self, WinBase other not None):

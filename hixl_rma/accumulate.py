@@ -160,17 +160,17 @@ class Accumulates:
         elif native == "SWAP" or fetch:
             old = eng.atomic_many(t.addr, native, addrs, u64, True, w.rt.timeout_ms)
         else:
-            if w.fast.posted_atomic(t.rank) not in (None, native):
+            if w.posted_atomic(t.rank) not in (None, native):
                 w.flush_target(t)  # keep this origin's accumulates in order
             eng.atomic_many(t.addr, native, addrs, u64, False)
-            w.fast.note_posted_atomic(t.rank, t.addr, native)
+            w.note_posted_atomic(t.rank, native)
             return None
         return old.view(a.dtype) if fetch else None
 
     def _locked(self, a, values, fetch):
         w = self.w
         t, eng = a.t, w.engine
-        if w.fast.is_dirty(t.rank) and w.info.get("accumulate_ordering") != "none":
+        if w.is_dirty(t.rank) and w.info.get("accumulate_ordering") != "none":
             w.flush_target(t)  # posted atomics first: accumulates are ordered
         isz = a.dtype.itemsize
         tmp = np.empty(a.count, a.dtype)
@@ -233,10 +233,10 @@ class Accumulates:
         w = self.w
         if code < 0 or type(target_rank) is not int or not 0 <= target_rank < len(w.targets):
             return False
-        if w.fast.is_ready(target_rank) or w.freed:
+        if w.is_ready(target_rank) or w.freed:
             return False  # the hot path already declined it
         w.make_ready(w.targets[target_rank])
-        return w.fast.atomic(origin, compare, result, target_rank, target, code)
+        return w.atomic(origin, compare, result, target_rank, target, code)
 
     def accumulate(self, origin, target_rank, target, op):
         if self._fast_atomic(_engine.fast_op_code(op), origin, None, None, target_rank, target):
@@ -301,7 +301,7 @@ class Accumulates:
         complete at once unless something is left to flush there."""
         w = self.w
         t = None if target_rank == PROC_NULL else w.targets[target_rank]
-        if t is None or not w.fast.is_dirty(t.rank):
+        if t is None or not w.is_dirty(t.rank):
             return Request.completed()
         return Request(lambda: w.flush_target(t))
 

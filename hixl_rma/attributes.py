@@ -127,7 +127,6 @@ class Attributes:
         if not isinstance(name, str):
             raise also(ParamError, TypeError)(f"window name must be a str, got {type(name).__name__}")
         w.name = name
-        w.fast.label = w.label()  # the hot path's errors name the window too
 
     # ----------------------------------------------------------- errhandler
 

@@ -28,7 +28,7 @@ class Batches:
             w.check_mode(t, op, what)
             if _engine.post_batch(w.engine, t.addr, op, origin_blocks[0], origin_blocks[1], target_disps,
                                   t.disp_unit, t.base, t.size):
-                w.fast.mark_dirty(t.rank, t.addr, origin_blocks[0])
+                w.mark_dirty(t.rank, origin_blocks[0])
                 if tag is not None:
                     self.notifications.notify(target_rank, tag)
                 return

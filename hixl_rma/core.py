@@ -30,78 +30,29 @@ from .errors import (PARAM_INVALID, AccessError, BoundsError, EpochError, HixlEr
 from .request import Request
 
 _READ, _WRITE = _engine.READ, _engine.WRITE
-NULL_KEY = "MPI_WIN_NULL"
+NULL_KEY = "MPI_WIN_NULL"  # the key of a null window (WindowState's until create())
 
 
-class _Target:
-    """What an origin knows of one rank of the window (its creation record)."""
+class WindowCore(_engine.WindowState):
+    """All of one window's state (see the module doc): the table of its
+    targets, its epochs and what the hot path reads per call are the
+    extension type's (WindowState); what only the Python layer reads is
+    here."""
 
-    __slots__ = ("rank", "world", "base", "size", "disp_unit", "ctrl", "access", "mem_type", "acc_locked", "_addr")
-
-    def __init__(self, rank, world, meta):
-        self.rank, self.world = rank, world
-        self.base, self.size, self.disp_unit = meta.base, meta.size, meta.disp_unit
-        self.ctrl, self.access, self.mem_type = meta.ctrl, meta.access, meta.mem_type
-        self.acc_locked = bool(meta.acc_locked)
-        self._addr = None
-
-    @property
-    def addr(self):
-        """The target's engine address; connects on first use."""
-        if self._addr is None:
-            self._addr = _rt.runtime().connect(self.world)
-        return self._addr
-
-
-class _NoHotPath:
-    """The hot path of a null window: it takes nothing, so every call goes on
-    to the checks that raise (the window is null or freed)."""
-
-    fence_used = fence_open = lock_all = always_open = False
-    locks = {}
-    access = None
-
-    def fence(self, *args):
-        return False
-
-    atomic = fence
-
-    def is_dirty(self, rank):
-        return False
-
-    is_ready = is_locked = is_dirty
-
-    def held_ranks(self, rank=None):
-        return []
-
-    def disable(self):
-        pass
-
-
-class WindowCore:
-    """All of one window's state but its parts' own (see the module doc)."""
-
-    __slots__ = ("rt", "engine", "comm", "flavor", "disp_unit", "info", "name", "freed", "key", "memory",
-                 "handle", "regions", "segment", "device", "ctrl_handle", "ctrl", "ctrl64", "targets",
-                 "fast", "me", "__weakref__")
+    __slots__ = ("rt", "comm", "flavor", "disp_unit", "info", "memory", "handle", "regions", "segment", "device",
+                 "ctrl_handle", "ctrl", "ctrl64", "__weakref__")
 
     def __init__(self):
         # A null window until create() fills it in.
-        self.rt = self.engine = self.comm = None
+        self.rt = self.comm = None
         self.flavor = self.disp_unit = None
         self.info = {}
-        self.name = ""
-        self.freed = True
-        self.key = NULL_KEY
         self.memory = None       # the object whose memory the window exposes (kept alive)
         self.handle = None       # engine registration of the window memory
         self.regions = None      # dynamic: the attached regions (dynamic.Regions)
         self.segment = None      # Allocate_shared: the segment of all ranks (shared.Segment)
         self.device = False      # the local window memory is device memory
         self.ctrl_handle = self.ctrl = self.ctrl64 = None  # this rank's control block (ctrl.py)
-        self.targets = ()        # _Target per rank of the window
-        self.fast = _NoHotPath()  # the hot path's state (FastWin): per-target and origin-epoch state
-        self.me = None           # targets[this rank]
 
     # ----------------------------------------------------------- creation
 
@@ -158,17 +109,10 @@ class WindowCore:
             self.teardown_local()
             raise error if error is not None else failed[0]
         self.key = f"w{self.comm.world_ranks[0]}.{metas[0].seq}"
-        self.targets = [_Target(r, self.comm.world_ranks[r], m) for r, m in enumerate(metas)]
-        dynamic = flavor == C.WIN_FLAVOR_DYNAMIC  # absolute displacements: never the hot path
-        self.fast = _engine.FastWin(self.engine, [t.base for t in self.targets],
-                                    [0 if dynamic else t.size for t in self.targets],
-                                    [t.disp_unit for t in self.targets],
-                                    [t.access for t in self.targets],
-                                    [t.mem_type == _engine.MEM_HOST for t in self.targets])
-        self.fast.label = self.key
-        self.me = self.targets[self.comm.rank]
-        self.fast.set_locking(self.comm.rank, st.rank + 1, [t.acc_locked for t in self.targets])
-        self.fast.set_ctrl(self.comm.rank, self.ctrl.ctypes.data, self.ctrl)
+        # dynamic: absolute displacements, never the hot path
+        self.set_targets(self.engine, metas, self.comm.world_ranks, self.comm.rank, st.rank + 1,
+                         flavor == C.WIN_FLAVOR_DYNAMIC)
+        self.set_ctrl(self.comm.rank, self.ctrl.ctypes.data, self.ctrl)
         st.windows.add(self)
 
     def _acc_locked(self, mem_type):
@@ -218,7 +162,7 @@ class WindowCore:
         """Release this rank's registrations and, unless ``keep_comm`` (Free
         between its barriers), the window's communicator and the shared
         segment (no collective, no waiting)."""
-        self.fast.disable()
+        self.disable()
         eng = self.engine
         regions = self.regions.handles() if self.regions is not None else []
         regions += self.segment.handles() if self.segment is not None else []
@@ -270,10 +214,6 @@ class WindowCore:
 
     # ------------------------------------------------------------- checks
 
-    def label(self):
-        """The window's name in messages: its name, else its key."""
-        return self.name or self.key
-
     def check_live(self, what):
         if self.freed:
             raise ParamError(f"{what}: window {self.label()} " +
@@ -288,25 +228,6 @@ class WindowCore:
         rank = self.comm.check_rank(target_rank, f"{what} on window {self.label()}")
         self.check_access(rank, what)
         return self.targets[rank]
-
-    def check_access(self, rank, what):
-        """An access epoch is open to ``rank`` (FastWin holds the origin's
-        epochs; epochs.Sync opens and closes them)."""
-        fast = self.fast
-        if fast.always_open or fast.lock_all or fast.is_locked(rank):
-            return
-        if fast.fence_open:
-            fast.fence_used = True
-            return
-        if fast.access is not None and rank in fast.access:
-            return
-        raise EpochError(f"{what} to rank {rank} of window {self.label()}: no access epoch is open "
-                         f"to that rank (call Fence, Start, Lock or Lock_all first)")
-
-    def passive(self, rank):
-        """A passive-target epoch (or the HIXL face's) is open to ``rank``."""
-        fast = self.fast
-        return fast.lock_all or fast.is_locked(rank) or fast.always_open
 
     def check_mode(self, t, op, what):
         if t.access == C.ACCESS_READ_ONLY and op == _WRITE:
@@ -371,16 +292,10 @@ class WindowCore:
 
     def post(self, t, op, descs, keep, local_device=False):
         """Post descriptors to t; the target is dirty until flushed."""
-        eng = self.engine
         if _engine.HAS_EXTENSIONS:
-            if len(descs) == 1:
-                d = descs[0]
-                eng.post1(t.addr, op, int(d[0]), int(d[1]), int(d[2]), local_device)
-            else:
-                eng.post(t.addr, op, descs, local_device)
-            self.fast.mark_dirty(t.rank, t.addr, keep)
+            super().post(t.rank, op, descs, keep, local_device)  # the hot path's own post
         else:
-            eng.transfer_sync(t.addr, op, descs, self.rt.timeout_ms)
+            self.engine.transfer_sync(t.addr, op, descs, self.rt.timeout_ms)
 
     def refused(self, t, descs, what, exc):
         """The engine refused a transfer (before any byte moved). In a dynamic
@@ -394,16 +309,16 @@ class WindowCore:
     def make_ready(self, t):
         """After a first successful transfer to t (connected, its table known),
         hand t to the hot path, with a direct pointer when t is mapped here."""
-        if self.fast.is_ready(t.rank) or self.flavor == C.WIN_FLAVOR_DYNAMIC or not _engine.HAS_EXTENSIONS:
+        if self.is_ready(t.rank) or self.flavor == C.WIN_FLAVOR_DYNAMIC or not _engine.HAS_EXTENSIONS:
             return  # (the hot path posts with the engine's extensions; vendor HIXL has none)
         addr = t.addr  # connects first: a new peer changes the generation
         generation = self.engine.mapping_generation()  # before the pointer: a change after it shows
         ptr, keep = self.mapped(t)
-        self.fast.set_ready(t.rank, addr, ptr, keep, generation)
-        if not self.fast.has_ctrl(t.rank):
+        self.set_ready(t.rank, ptr, keep, generation)
+        if not self.has_ctrl(t.rank):
             try:  # its lock words, for the hot Lock/Unlock and locked accumulates
                 pin = self.engine.pin_remote(addr, t.ctrl, CTRL.nbytes(self.comm.size))
-                self.fast.set_ctrl(t.rank, pin.addr, pin)
+                self.set_ctrl(t.rank, pin.addr, pin)
             except HixlError:
                 pass  # not on this node (or not mapped): the engine's atomics take them
 
@@ -426,9 +341,9 @@ class WindowCore:
         return pin.addr, pin
 
     def flush_target(self, t):
-        if self.fast.is_dirty(t.rank):
+        if self.is_dirty(t.rank):
             self.engine.flush(t.addr, self.rt.timeout_ms)
-            self.fast.take_dirty(t.rank)  # completed: the kept buffers may go
+            self.take_dirty(t.rank)  # completed: the kept buffers may go
 
     def complete_all(self):
         for t in self.targets:

@@ -44,7 +44,7 @@ class Sync:
     # ----------------------------------------------------------- checks
 
     def check_no_epoch(self, what, allow_fence=False):
-        w, fast = self.w, self.w.fast
+        w = fast = self.w
         if fast.locks or fast.lock_all:
             raise EpochError(f"{what} on window {w.label()}: a passive-target epoch is open "
                              f"(ranks {sorted(fast.locks) if fast.locks else 'all'})")
@@ -74,8 +74,8 @@ class Sync:
             raise EpochError(f"Fence on window {w.label()}: a PSCW exposure epoch is open")
         w.complete_all()
         self._fence_barrier()
-        w.fast.fence_open = not (assertion & C.MODE_NOSUCCEED)
-        w.fast.fence_used = False
+        w.fence_open = not (assertion & C.MODE_NOSUCCEED)
+        w.fence_used = False
 
     def _fence_barrier(self):
         """Fence's barrier. Same-node ranks meet on counters in their mapped
@@ -83,7 +83,7 @@ class Sync:
         window finds out, together, whether every rank can."""
         w = self.w
         if self.fence_mode == "shared":
-            w.fast.fence_barrier()
+            w.fence_barrier()
             return
         comm, timeout = w.comm, w.rt.timeout_ms
         if self.fence_mode == "mpi":
@@ -92,7 +92,7 @@ class Sync:
         found = self._fence_words()
         if _rt.allreduce_and(comm.comm, found is not None, timeout, comm.world_ranks):
             words, pins = found
-            w.fast.set_fence_barrier(comm.rank, words, self._fence_stalled, _FENCE_MODES, pins)
+            w.set_fence_barrier(comm.rank, words, self._fence_stalled, _FENCE_MODES, pins)
             self.fence_mode = "shared"
         else:
             self.fence_mode = "mpi"
@@ -146,7 +146,7 @@ class Sync:
         if self.exposure is not None:
             raise EpochError(f"Post on window {w.label()}: an exposure epoch is already open")
         ranks = w.comm.group_ranks(group, "Post")
-        w.fast.fence_open = False
+        w.fence_open = False
         for r in ranks:
             self._notify(w.targets[r], "post")
         self.exposure = ranks
@@ -161,20 +161,20 @@ class Sync:
         if not assertion & C.MODE_NOCHECK:
             _rt.wait_notifies(f"{w.key}:post", [w.targets[r].world for r in ranks],
                               w.rt.timeout_ms, f"Start on window {w.label()}")
-        w.fast.fence_open = False
-        w.fast.set_access(ranks)
+        w.fence_open = False
+        w.set_access(ranks)
 
     def complete(self):
         """End the access epoch: complete all RMA, tell each target."""
         w = self.w
         w.check_live("Complete")
-        if w.fast.access is None:
+        if w.access is None:
             raise EpochError(f"Complete on window {w.label()} without Start")
-        for r in sorted(w.fast.access):
+        for r in sorted(w.access):
             t = w.targets[r]
             w.flush_target(t)
             self._notify(t, "complete")  # the engine sends it after the data
-        w.fast.set_access(None)
+        w.set_access(None)
 
     def wait(self):
         """End the exposure epoch: wait for Complete from every origin."""
@@ -294,9 +294,9 @@ class Sync:
         if rank == C.PROC_NULL:
             return
         rank = w.comm.check_rank(rank, f"Lock on window {w.label()}")
-        if w.fast.is_locked(rank):
+        if w.is_locked(rank):
             raise EpochError(f"Lock: rank {rank} of window {w.label()} is already locked by this rank")
-        if w.fast.lock_all:
+        if w.lock_all:
             raise EpochError(f"Lock: window {w.label()} is inside Lock_all")
         self._check_no_epoch_but_locks("Lock")
         t = w.targets[rank]
@@ -304,14 +304,14 @@ class Sync:
         if acquired:
             self._acquire(t, lock_type)
             w.make_ready(t)  # the next Lock, and the RMA inside, take the hot path
-        w.fast.fence_open = False
-        w.fast.add_lock(rank, lock_type, acquired)
+        w.fence_open = False
+        w.add_lock(rank, lock_type, acquired)
 
     def _check_no_epoch_but_locks(self, what):
         w = self.w
-        if w.fast.access is not None:
+        if w.access is not None:
             raise EpochError(f"{what} on window {w.label()}: a PSCW access epoch is open")
-        if w.fast.fence_open and w.fast.fence_used:
+        if w.fence_open and w.fence_used:
             raise EpochError(f"{what} on window {w.label()}: a fence epoch with RMA is open; end it "
                              f"with Fence(MODE_NOSUCCEED)")
 
@@ -322,7 +322,7 @@ class Sync:
         if rank == C.PROC_NULL:
             return
         rank = w.comm.check_rank(rank, f"Unlock on window {w.label()}")
-        if not w.fast.is_locked(rank):
+        if not w.is_locked(rank):
             raise EpochError(f"Unlock: rank {rank} of window {w.label()} is not locked by this rank")
         t = w.targets[rank]
         try:
@@ -330,7 +330,7 @@ class Sync:
         finally:
             # The epoch ends here even when the flush failed (a dead target):
             # Free and new epochs are possible, as after any Unlock.
-            lock_type, acquired = w.fast.pop_lock(rank)
+            lock_type, acquired = w.pop_lock(rank)
         if acquired:
             self._release(t, lock_type)
 
@@ -339,7 +339,7 @@ class Sync:
         w = self.w
         w.check_live("Lock_all")
         _check_assertion(assertion, "Lock_all")
-        if w.fast.lock_all or w.fast.locks:
+        if w.lock_all or w.locks:
             raise EpochError(f"Lock_all on window {w.label()}: a passive-target epoch is already open")
         self._check_no_epoch_but_locks("Lock_all")
         acquired = not assertion & C.MODE_NOCHECK
@@ -352,16 +352,16 @@ class Sync:
         except BaseException:
             self._release_all(taken, C.LOCK_SHARED)
             raise
-        w.fast.fence_open = False
-        w.fast.set_lock_all((True, acquired))
+        w.fence_open = False
+        w.set_lock_all((True, acquired))
 
     def unlock_all(self):
         """Complete all RMA and release the shared locks of Lock_all."""
         w = self.w
         w.check_live("Unlock_all")
-        if not w.fast.lock_all:
+        if not w.lock_all:
             raise EpochError(f"Unlock_all on window {w.label()} without Lock_all")
-        _, acquired = w.fast.lock_all
+        _, acquired = w.lock_all
         # Every target is completed and released that can be, whatever fails
         # at others (a dead rank); the epoch ends here either way, and the
         # first failure is raised after.
@@ -372,7 +372,7 @@ class Sync:
                 done.append(t)
             except HixlError as exc:
                 first = first or (t, exc)
-        w.fast.set_lock_all(False)
+        w.set_lock_all(False)
         if acquired:
             first = self._release_all(done, C.LOCK_SHARED) or first
         if first is not None:
@@ -387,7 +387,7 @@ class Sync:
         if rank == C.PROC_NULL:
             return
         rank = w.comm.check_rank(rank, f"Flush on window {w.label()}")
-        if not w.passive(rank):
+        if not w.in_passive(rank):
             raise EpochError(f"Flush: no passive-target epoch to rank {rank} of window {w.label()}")
         w.flush_target(w.targets[rank])
 
@@ -395,7 +395,7 @@ class Sync:
         """Remote completion of all RMA (inside a passive epoch)."""
         w = self.w
         w.check_live("Flush_all")
-        if not (w.fast.locks or w.fast.lock_all or w.fast.always_open):
+        if not (w.locks or w.lock_all or w.always_open):
             raise EpochError(f"Flush_all on window {w.label()}: no passive-target epoch is open")
         w.complete_all()
 

@@ -84,7 +84,7 @@ def RegisterMemory(buf, mem_type=C.MEMORY_HOST, access=C.ACCESS_READ_WRITE, comm
                          f"ACCESS_WRITE_ONLY, got {access!r}")
     engine_type = _engine.MEM_DEVICE if mem_type == C.MEMORY_DEVICE else _engine.MEM_HOST
     win = Win._new(comm, buf, C.WIN_FLAVOR_CREATE, 1, None, access=access, mem_type=engine_type)
-    win._w.fast.set_always_open(True)
+    win._w.set_always_open(True)
     handle = MemoryHandle(win, comm, access, mem_type)
     _handles.setdefault(id(comm.comm), []).append(handle)
     return handle
@@ -93,7 +93,7 @@ def RegisterMemory(buf, mem_type=C.MEMORY_HOST, access=C.ACCESS_READ_WRITE, comm
 def DeregisterMemory(handle):
     """Complete outstanding operations and release the region (collective)."""
     _check_handle(handle, "DeregisterMemory")
-    handle.win._w.fast.set_always_open(False)
+    handle.win._w.set_always_open(False)
     handle.win.Free()
     lst = _handles.get(id(handle.comm.comm), [])
     if handle in lst:

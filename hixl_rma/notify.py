@@ -123,7 +123,7 @@ class Notifications:
         if len(held) >= min(self._batch(), limit):
             self._release(t, what)
         elif len(held) == 1:
-            self.w.fast.set_held(r, True)  # the hot Flush and Fence now come here first
+            self.w.set_held(r, True)  # the hot Flush and Fence now come here first
             self.since[r] = time.monotonic()
             _pacer.due(self, self.since[r] + hold)
 
@@ -139,7 +139,7 @@ class Notifications:
         msg = _TAG.pack(held[0]) if len(held) == 1 else np.asarray(held, "<i8").tobytes()
         count = len(held)
         held.clear()
-        w.fast.set_held(r, False)
+        w.set_held(r, False)
         try:
             # Behind the engine's detached copies to t, if it has any (a
             # Put_batch's), so that this rank goes on while they are made.
@@ -151,14 +151,14 @@ class Notifications:
                             f"was not delivered: {exc}") from exc
         self.sent[r] += count
         if not queued and in_order:
-            w.fast.take_dirty(r)  # it flushed everything before it
+            w.take_dirty(r)  # it flushed everything before it
 
     def release(self, rank, what):
         """Send the notifications held for ``rank`` (None: for every rank);
         raise what the pacer could not send."""
         with self.lock:
             late, self.late = self.late, None
-            for r in self.w.fast.held_ranks(rank):
+            for r in self.w.held_ranks(rank):
                 self._release(self.w.targets[r], what)
         if late is not None:
             raise late
@@ -171,7 +171,7 @@ class Notifications:
                 return
             hold, now = self._hold_s(), time.monotonic()
             try:
-                for r in self.w.fast.held_ranks(None):
+                for r in self.w.held_ranks(None):
                     if now - self.since[r] >= hold:
                         self._release(self.w.targets[r], "a held notification's delay", in_order=False)
                     else:  # held again since the pacer was called for it

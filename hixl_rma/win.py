@@ -71,7 +71,7 @@ class Win(_engine.WinBase):
         self._ntf = Notifications(core)
         self._batch = Batches(core, self._ntf)
         self._attr = Attributes(core)
-        self._set_core(core.fast)
+        self._set_core(core)
         return self
 
     @classmethod

@@ -45,7 +45,7 @@ SCRIPT = textwrap.dedent(r'''
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(0.3)
     attempt("Unlock_all", win.Unlock_all)
-    out("epoch_closed", str(not win._w.fast.lock_all), "0")
+    out("epoch_closed", str(not win._w.lock_all), "0")
     other = 1 - rank
 
     def exclusive():

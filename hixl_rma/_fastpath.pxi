@@ -42,6 +42,11 @@ cdef inline Py_ssize_t _reader_word(Py_ssize_t comm_size, Py_ssize_t rank) noexc
     """Index (in words) of ``rank``'s reader slot in a control block (ctrl.reader_offset)."""
     return (_CTRL_SIZE + 8 * comm_size + 8 * rank) // 8
 
+cdef extern from "<mutex>" nogil:
+    cdef cppclass cpp_mutex "std::mutex":
+        void lock()
+        void unlock()
+
 cdef extern from "Python.h":
     # Plain status return: a refused buffer means "not the common case".
     int _get_buffer "PyObject_GetBuffer"(object, Py_buffer *, int) noexcept
@@ -92,8 +97,17 @@ cdef class WindowState:
     cdef vector[uint8_t] access, mem_type, acc_locked
     cdef vector[uintptr_t] mapped
     cdef vector[uint8_t] epoch, passive, dirty, ready
-    cdef vector[uint8_t] held    # per rank: notifications held back for a batch (notify.py sends them)
+    # Notifications held back for a batch (notify.py decides when): per
+    # rank, the tags, in order; pending work of the target, sent by the
+    # synchronization that completes the rest (Flush, Fence, Unlock) or by
+    # notify.py. notify_mu orders the sends of all threads (the pacer's
+    # too): whoever holds it takes the tags, so batches leave in order.
+    cdef vector[vector[int64_t]] held
     cdef Py_ssize_t held_n       # ranks with held notifications
+    cdef vector[uint64_t] sent   # notifications sent to each rank (notify.py's credit counts them)
+    cdef bytes notify_name       # "<key>:n/<this world rank>": what the target's queue is keyed by
+    cdef public object notify_late  # a failure of a send nobody waited for (the pacer's): the next sync's
+    cdef cpp_mutex notify_mu
     cdef vector[string] addr     # the engine address each rank is connected at ("" until then)
     cdef vector[uint64_t] generation  # per rank: the engine's mapping generation when mapped[r] was taken
     cdef list pins         # per rank: the RemotePin that keeps mapped[r] mapped, or None
@@ -163,7 +177,9 @@ cdef class WindowState:
         self.passive.resize(self.n, 0)
         self.dirty.resize(self.n, 0)
         self.ready.resize(self.n, 0)
-        self.held.resize(self.n, 0)
+        self.held.resize(self.n)
+        self.sent.resize(self.n, 0)
+        self.notify_name = f"{self.key}:n/{acc_owner - 1}".encode()
         self.addr.resize(self.n)
         self.pending = [[] for _ in range(self.n)]
         self.posted = [None] * self.n
@@ -302,13 +318,21 @@ cdef class WindowState:
         if keep is not None:
             (<list>self.pending[rank]).append(keep)
 
-    def set_held(self, Py_ssize_t rank, bint held):
-        """Notifications to rank are held for a batch (True) or were sent:
-        while any are held, Flush and Fence of this rank go to the Python
-        layer, which sends them."""
-        if 0 <= rank < self.n and self.held[rank] != held:
-            self.held[rank] = held
-            self.held_n += 1 if held else -1
+    def hold(self, Py_ssize_t rank, int64_t tag):
+        """Hold a notification for rank's next batch; how many are held now."""
+        if not 0 <= rank < self.n:
+            raise ParamError(f"hold: rank {rank} out of range")
+        if self.held[rank].empty():
+            self.held_n += 1
+        self.held[rank].push_back(tag)
+        return self.held[rank].size()
+
+    def held_count(self, Py_ssize_t rank):
+        return self.held[rank].size() if 0 <= rank < self.n else 0
+
+    def sent_count(self, Py_ssize_t rank):
+        """Notifications sent to rank so far."""
+        return self.sent[rank]
 
     def held_ranks(self, rank=None):
         """The ranks with held notifications, ascending (of ``rank`` only,
@@ -317,8 +341,64 @@ cdef class WindowState:
         if self.held_n == 0:
             return []
         if rank is not None:
-            return [rank] if type(rank) is int and 0 <= rank < self.n and self.held[rank] else []
-        return [r for r in range(self.n) if self.held[r]]
+            return [rank] if type(rank) is int and 0 <= rank < self.n and not self.held[rank].empty() else []
+        return [r for r in range(self.n) if not self.held[r].empty()]
+
+    def send_held(self, Py_ssize_t rank, str what, bint in_order=True):
+        """Send the notifications held for rank as one message (it leaves
+        after every earlier operation to rank completed there). ``in_order``:
+        called in the program's thread, so that what the engine flushed first
+        is everything the program posted to rank (another thread may run
+        beside a post: it leaves the target's completion state alone)."""
+        self._send_held(rank, what, in_order)
+
+    cdef int _send_held(self, Py_ssize_t r, str what, bint in_order) except -1:
+        cdef vector[int64_t] tags
+        cdef bytes msg
+        cdef NotifyDesc nd
+        cdef Status st
+        cdef cpp_bool queued = False
+        cdef int32_t tmo = _timeout(None)
+        cdef Py_ssize_t count
+        with nogil:
+            self.notify_mu.lock()  # (without the GIL: a sender in PostNotify may need it)
+        try:
+            tags.swap(self.held[r])
+            count = tags.size()
+            if count == 0:
+                return 0
+            self.held_n -= 1
+            msg = (<char *>tags.data())[:8 * count]  # little-endian int64s (x86, aarch64)
+            self._connect(r)
+            nd = _notify_desc(self.notify_name, msg)
+            with nogil:
+                st = PostNotify(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                                nd, tmo, queued)
+        finally:
+            self.notify_mu.unlock()
+        if st != 0:
+            if count == 1:
+                self._raise(st, what, r, " (a notification)")
+            self._raise(st, what, r, f": a batch of {count} notifications was not delivered")
+        self.sent[r] += count
+        if not queued and in_order:
+            self._completed(r)  # it flushed everything before it
+        return 0
+
+    cdef int _send_all_held(self, str what) except -1:
+        cdef Py_ssize_t r
+        if self.held_n:
+            for r in range(self.n):
+                if not self.held[r].empty():
+                    self._send_held(r, what, True)
+        return 0
+
+    cdef int _raise_late(self) except -1:
+        """Raise what a send nobody waited for failed with (once)."""
+        late, self.notify_late = self.notify_late, None
+        if late is not None:
+            raise late
+        return 0
 
     def is_dirty(self, Py_ssize_t rank):
         return 0 <= rank < self.n and self.dirty[rank] == 1
@@ -655,12 +735,14 @@ cdef class WindowState:
         if type(target_rank) is not int or not self._live():
             return False
         r = <Py_ssize_t>target_rank
-        if r < 0 or r >= self.n or self.ctrl_word[r] == NULL or self.held[r]:
+        if r < 0 or r >= self.n or self.ctrl_word[r] == NULL:
             return False
         entry = self._locks.get(r)
         if entry is None or not entry[1]:
             return False
         try:
+            if not self.held[r].empty():
+                self._send_held(r, "Unlock", True)
             if self.dirty[r]:
                 if self.addr[r].empty():
                     return False
@@ -670,6 +752,7 @@ cdef class WindowState:
                 del self._locks[r]
                 self._set_bits(r)
                 self.release_lock_word(r, entry[0] == _LOCK_EXCLUSIVE_C)
+        self._raise_late()
         return True
 
     cpdef bint flush(self, object target_rank) except *:
@@ -680,12 +763,15 @@ cdef class WindowState:
         r = <Py_ssize_t>target_rank
         if r == _PROC_NULL and self.n:
             return True
-        if r < 0 or r >= self.n or not (self.open_all or self.passive[r]) or self.held[r]:
+        if r < 0 or r >= self.n or not (self.open_all or self.passive[r]):
             return False
+        if not self.held[r].empty():
+            self._send_held(r, "Flush", True)
         if self.dirty[r]:
             if self.addr[r].empty():
                 return False
             self._flush_dirty(r, _timeout(None), "Flush")
+        self._raise_late()
         return True
 
     cdef int _flush_dirty(self, Py_ssize_t r, int32_t tmo, str what) except -1:
@@ -725,14 +811,16 @@ cdef class WindowState:
         cdef int32_t tmo
         if (not self._live() or not self.fence_open or self.fence_word.empty()
                 or type(assertion) is not int or not 0 <= assertion <= self.fence_modes
-                or <long>assertion & ~self.fence_modes or self.held_n):
+                or <long>assertion & ~self.fence_modes):
             return False
         tmo = _timeout(None)
+        self._send_all_held("Fence")
         for r in range(self.n):
             if self.dirty[r]:
                 self._flush_dirty(r, tmo, "Fence")
         self.fence_barrier()
         self.fence_used = False
+        self._raise_late()
         return True
 
     cpdef fence_barrier(self):

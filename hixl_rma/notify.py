@@ -58,22 +58,20 @@ class Notifications:
     notifications this rank sent there, what the target had consumed of
     them when last read, and the tags held for a batch."""
 
-    __slots__ = ("w", "sent", "credit", "held", "_world_to_rank", "lock", "since", "late", "__weakref__")
+    __slots__ = ("w", "credit", "_world_to_rank", "lock", "since", "__weakref__")
 
     def __init__(self, core):
         self.w = core
         n = len(core.targets)
-        self.sent = [0] * n    # notifications this rank sent to each target
-        self.credit = [0] * n  # what each target had consumed of them when last read
-        # Tags held for a batch, per target; FastWin.set_held marks the
-        # targets with any, for the hot path and for release().
-        self.held = [[] for _ in range(n)]
+        # The tags held for a batch, and how many were sent, are the
+        # window state's (WindowState.hold / send_held / sent_count): pending
+        # work of each target, which its Flush, Fence and Unlock send in C.
+        self.credit = [0] * n  # what each target had consumed of this rank's notifications when last read
         self._world_to_rank = {t.world: t.rank for t in core.targets}
-        # The held tags and what was sent are also the pacer's (_Pacer),
-        # which sends what was held notify_hold_us: one at a time.
+        # What this class decides across several steps (the limit, the
+        # batch, the hold's start) is also the pacer's (_Pacer): one at a time.
         self.lock = threading.RLock()
         self.since = [0.0] * n  # per target: when its first held tag was held
-        self.late = None  # the pacer's failure to send, raised by the next release()
 
     def _limit(self):
         info = self.w.info
@@ -111,73 +109,48 @@ class Notifications:
             self._hold(t, tag, what)
 
     def _hold(self, t, tag, what):
-        r = t.rank
-        limit, hold = self._limit(), self._hold_s()  # both checked before anything is held
-        held = self.held[r]
-        if self.sent[r] + len(held) - self.credit[r] >= limit:
-            if held:
-                self._release(t, what)  # the target cannot consume what is still held here
-            if self.sent[r] - self.credit[r] >= limit:
-                self._wait_credit(t, limit, what)
-        held.append(tag)
-        if len(held) >= min(self._batch(), limit):
-            self._release(t, what)
-        elif len(held) == 1:
-            self.w.set_held(r, True)  # the hot Flush and Fence now come here first
-            self.since[r] = time.monotonic()
-            _pacer.due(self, self.since[r] + hold)
-
-    def _release(self, t, what, in_order=True):
-        """Send the tags held for target t as one message (it leaves after
-        every earlier operation to t completed there). ``in_order``: called
-        in the program's own thread, so that what the engine flushed first
-        is everything the program posted to t (the pacer's thread may run
-        beside a post: it leaves the target's completion state alone)."""
         w = self.w
         r = t.rank
-        held = self.held[r]
-        msg = _TAG.pack(held[0]) if len(held) == 1 else np.asarray(held, "<i8").tobytes()
-        count = len(held)
-        held.clear()
-        w.set_held(r, False)
-        try:
-            # Behind the engine's detached copies to t, if it has any (a
-            # Put_batch's), so that this rank goes on while they are made.
-            queued = w.engine.post_notify(t.addr, f"{w.key}:n/{w.rt.rank}", msg, w.rt.timeout_ms)
-        except HixlError as exc:
-            if count == 1:
-                raise
-            raise exc.again(f"{what} to rank {r} of window {w.label()}: a batch of {count} notifications "
-                            f"was not delivered: {exc}") from exc
-        self.sent[r] += count
-        if not queued and in_order:
-            w.take_dirty(r)  # it flushed everything before it
+        limit, hold, batch = self._limit(), self._hold_s(), self._batch()  # checked before anything is held
+        if w.sent_count(r) + w.held_count(r) - self.credit[r] >= limit:
+            if w.held_count(r):
+                w.send_held(r, what)  # the target cannot consume what is still held here
+            if w.sent_count(r) - self.credit[r] >= limit:
+                self._wait_credit(t, limit, what)
+        held = w.hold(r, tag)
+        if held >= min(batch, limit):
+            w.send_held(r, what)
+        elif held == 1:
+            self.since[r] = time.monotonic()
+            _pacer.due(self, self.since[r] + hold)
 
     def release(self, rank, what):
         """Send the notifications held for ``rank`` (None: for every rank);
         raise what the pacer could not send."""
+        w = self.w
         with self.lock:
-            late, self.late = self.late, None
-            for r in self.w.held_ranks(rank):
-                self._release(self.w.targets[r], what)
+            late, w.notify_late = w.notify_late, None
+            for r in w.held_ranks(rank):
+                w.send_held(r, what)
         if late is not None:
             raise late
 
     def release_late(self):
         """The pacer's call: send what has been held long enough; a failure is
         the window's next synchronization's to raise."""
+        w = self.w
         with self.lock:
-            if self.w.freed:
+            if w.freed:
                 return
             hold, now = self._hold_s(), time.monotonic()
             try:
-                for r in self.w.held_ranks(None):
+                for r in w.held_ranks(None):
                     if now - self.since[r] >= hold:
-                        self._release(self.w.targets[r], "a held notification's delay", in_order=False)
+                        w.send_held(r, "a held notification's delay", False)
                     else:  # held again since the pacer was called for it
                         _pacer.due(self, self.since[r] + hold)
             except HixlError as exc:
-                self.late = self.late or exc
+                w.notify_late = w.notify_late or exc
 
     def _wait_credit(self, t, limit, what):
         w = self.w
@@ -188,7 +161,7 @@ class Notifications:
                                    [(word.ctypes.data, t.ctrl + CTRL.consumed_offset(w.comm.rank), 8)],
                                    w.rt.timeout_ms)
             self.credit[t.rank] = int(word[0])
-            return self.sent[t.rank] - self.credit[t.rank] < limit
+            return w.sent_count(t.rank) - self.credit[t.rank] < limit
 
         _rt.poll(credited, w.rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
             f"{what} to rank {t.rank} of window {w.label()}: the target has {limit} unconsumed "

@@ -19,6 +19,7 @@ from libcpp.vector cimport vector
 
 import numpy as np
 
+from . import config
 from .errors import FAILED, TIMEOUT, ParamError, error_for
 
 cdef extern from "hixl/hixl.h" namespace "hixl" nogil:
@@ -125,7 +126,6 @@ del MEM_HOST_, MEM_DEVICE_
 
 def default_timeout_ms():
     """Timeout of blocking calls: ``HIXL_RMA_TIMEOUT_MS`` or 30 000 ms (config.py)."""
-    from . import config
     return config.timeout_ms()
 
 
@@ -429,7 +429,6 @@ cdef class Engine:
             raise ParamError(f"options must be a dict, got {type(options).__name__}")
         if HIXL_RMA_HAS_EXT:
             # The built-in engine's settings (config.py), under what the caller gave.
-            from . import config
             options = {**config.engine_options(), **(options or {})}
         if options is not None:
             for key, value in options.items():

@@ -83,6 +83,7 @@ cdef class WindowState:
     ``False``/``0`` from a method means only "not the common case, nothing
     done"."""
     cdef public Engine engine
+    cdef object connector    # world rank -> engine address, connecting on first use (the runtime's)
     cdef public str key      # the window's id ("w<world rank of rank 0>.<seq>"), or MPI_WIN_NULL
     cdef public str name     # its name (Set_name), "" until set
     cdef public bint freed
@@ -151,12 +152,14 @@ cdef class WindowState:
         self._access = None
         self._lock_all = False
 
-    def set_targets(self, Engine engine, metas, world_ranks, Py_ssize_t comm_rank, uint64_t acc_owner,
-                    bint dynamic):
+    def set_targets(self, Engine engine, object connector, metas, world_ranks, Py_ssize_t comm_rank,
+                    uint64_t acc_owner, bint dynamic):
         """Fill the table from every rank's creation record (winmeta.Meta),
-        the ranks' world ranks and this rank's place."""
+        the ranks' world ranks and this rank's place; ``connector(world
+        rank)`` connects to a rank and gives its engine address."""
         cdef Py_ssize_t i
         self.engine = engine
+        self.connector = connector
         self.n = len(metas)
         self.dynamic = dynamic
         self.comm_rank, self.acc_owner = comm_rank, acc_owner
@@ -220,8 +223,7 @@ cdef class WindowState:
     cdef object _connect(self, Py_ssize_t r):
         """The engine address of target r, connecting on first use."""
         if self.addr[r].empty():
-            from . import runtime as _rt
-            self.addr[r] = (<str>_rt.runtime().connect(self.world[r])).encode()
+            self.addr[r] = (<str>self.connector(self.world[r])).encode()
         return self.addr[r].decode()
 
     # ------------------------------------------------------------ epochs

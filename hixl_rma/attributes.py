@@ -9,6 +9,10 @@ from .errors import ParamError, also
 # keyval -> delete_fn (or None) of the user keyvals made by Create_keyval.
 # The keyvals themselves come from MPI, so they never collide with MPI's own.
 _keyvals = {}
+# mpi4py's own window class, which makes them: this module is imported
+# before the drop-in can put hixl_rma's Win in its place (dropin imports
+# win, and so this, first).
+_MPI_WIN = MPI.Win
 
 
 def create_keyval(copy_fn=None, delete_fn=None, nopython=False):
@@ -16,8 +20,7 @@ def create_keyval(copy_fn=None, delete_fn=None, nopython=False):
     runs when the attribute is deleted or its window freed."""
     if delete_fn is not None and not callable(delete_fn):
         raise also(ParamError, TypeError)("Create_keyval: delete_fn must be callable")
-    from . import dropin
-    keyval = dropin.original("Win").Create_keyval()
+    keyval = _MPI_WIN.Create_keyval()
     _keyvals[keyval] = delete_fn
     return keyval
 
@@ -26,8 +29,7 @@ def free_keyval(keyval):
     """Free a key made by create_keyval; returns KEYVAL_INVALID."""
     _user_keyval(keyval, "Free_keyval")
     del _keyvals[keyval]
-    from . import dropin
-    return dropin.original("Win").Free_keyval(keyval)
+    return _MPI_WIN.Free_keyval(keyval)
 
 
 def _user_keyval(keyval, what):

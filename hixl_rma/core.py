@@ -110,7 +110,7 @@ class WindowCore(_engine.WindowState):
             raise error if error is not None else failed[0]
         self.key = f"w{self.comm.world_ranks[0]}.{metas[0].seq}"
         # dynamic: absolute displacements, never the hot path
-        self.set_targets(self.engine, metas, self.comm.world_ranks, self.comm.rank, st.rank + 1,
+        self.set_targets(self.engine, st.connect, metas, self.comm.world_ranks, self.comm.rank, st.rank + 1,
                          flavor == C.WIN_FLAVOR_DYNAMIC)
         self.set_ctrl(self.comm.rank, self.ctrl.ctypes.data, self.ctrl)
         st.windows.add(self)

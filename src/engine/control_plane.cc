@@ -17,6 +17,7 @@
 
 #include "auth.h"
 #include "prefault.h"
+#include "share.h"
 #include "status.h"
 #include "ucx_env.h"
 
@@ -113,7 +114,10 @@ Status ControlPlane::Start(const HostPort &local) {
     listen_address_ = local.host;
   }
   running_ = true;
-  progress_ = std::thread([this] { ProgressLoop(); });
+  progress_ = std::thread([this] {
+    NameThread("hixl-progress");
+    ProgressLoop();
+  });
   guard.armed = false;
   return SUCCESS;
 }

@@ -36,6 +36,7 @@ void Copier::Stop() {
 }
 
 void Copier::Run() {
+  NameThread("hixl-copy");
   YieldToOthers();
   std::unique_lock<std::mutex> lk(mu_);
   while (true) {

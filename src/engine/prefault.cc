@@ -71,6 +71,7 @@ void Prefaulter::Stop() {
 }
 
 void Prefaulter::Run() {
+  NameThread("hixl-prefault");
   YieldToOthers();
   std::unique_lock<std::mutex> lk(mu_);
   while (true) {

@@ -33,6 +33,8 @@ void YieldToOthers() {
   (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &p);  // failing, it just competes as usual
 }
 
+void NameThread(const char *name) { (void)pthread_setname_np(pthread_self(), name); }
+
 void BringHere(std::vector<std::thread> &threads) {
   int cpu = sched_getcpu();
   if (cpu < 0) return;

@@ -50,6 +50,9 @@ size_t ThreadsFor(size_t bytes, size_t asked);
 /** @brief Lower the calling thread to SCHED_IDLE: it runs only on a core nobody else wants. */
 void YieldToOthers();
 
+/** @brief Name the calling thread (as ps and /proc/<pid>/task/<tid>/comm show it; 15 characters at most). */
+void NameThread(const char *name);
+
 /**
  * @brief Cut a batch into shares for `threads` threads: the whole batch for
  *        one; else runs of about kCmaPiece bytes, claimed one at a time, so
@@ -100,6 +103,7 @@ void RunShares(std::vector<CmaShare> &shares, size_t threads, Fn fn) {
   for (size_t t = 1; t < threads && t < shares.size(); ++t) {
     try {
       helpers.emplace_back([&] {
+        NameThread("hixl-share");
         YieldToOthers();
         work();
         done.fetch_add(1, std::memory_order_release);

@@ -82,7 +82,11 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         uint64_t notifies_sent, notifies_received, table_refreshes, regions, endpoints, accepted
         uint64_t vectored_ops, vectored_calls
     cdef struct PeerStats:
-        uint64_t bytes_written, bytes_read, ops
+        uint64_t bytes_written, bytes_read, ops, answers_held, detached
+    cdef enum class PeerState "hixl::ext::PeerState":
+        CONNECTED
+        DEAD
+        NOT_CONNECTED
     Status AllocMem(Hixl &, size_t, MemType, CMemHandle &, void *&)
     Status GetListenAddress(Hixl &, string &)
     Status WithdrawMem(Hixl &, CMemHandle, void *&)
@@ -99,6 +103,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     uint64_t MappingGeneration(Hixl &)
     Status GetStats(Hixl &, Stats &)
     Status GetPeerStats(Hixl &, const AscendString &, PeerStats &)
+    Status GetPeerState(Hixl &, const AscendString &, PeerState &)
     string LastError() except +
 
 cdef extern from "_engine_compat.h" nogil:
@@ -830,12 +835,28 @@ cdef class Engine:
                     regions=s.regions, endpoints=s.endpoints, accepted=s.accepted,
                     vectored_ops=s.vectored_ops, vectored_calls=s.vectored_calls)
 
+    def peer_dead(self, remote):
+        """True once the engine knows ``remote`` died (its connection lost,
+        or on this host its process gone); False while it looks alive or is
+        not connected. Asks nothing of the peer and consumes nothing: the
+        failure a later flush is to report stays for it (a liveness probe
+        asks this, not an empty flush). UnsupportedError on vendor HIXL."""
+        self._alive()
+        cdef AscendString cr = _remote(remote)
+        cdef PeerState state = PeerState.NOT_CONNECTED
+        cdef Status st
+        with nogil:
+            st = GetPeerState(self._h[0], cr, state)
+        _check(st, f"GetPeerState({remote!r})")
+        return state == PeerState.DEAD
+
     def peer_stats(self, remote):
         """Counters of one peer as a dict."""
         self._alive()
         cdef PeerStats s
         _check(GetPeerStats(self._h[0], _remote(remote), s), f"GetPeerStats({remote!r})")
-        return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops)
+        return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops,
+                    answers_held=s.answers_held, detached=s.detached)
 
 
 ctypedef Status (*_PeerCall)(Hixl &, const AscendString &, int32_t) nogil

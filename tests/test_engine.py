@@ -1074,7 +1074,8 @@ def test_stats_return_to_start():
         a.transfer_sync(b.address, WRITE, [(hs[0].addr, addr(tb), 64)])
         ps = a.peer_stats(b.address)
         assert ps["bytes_written"] == 64 and ps["ops"] == 1
-        assert a.peer_stats(c.address) == {"bytes_written": 0, "bytes_read": 0, "ops": 0}
+        assert a.peer_stats(c.address) == {"bytes_written": 0, "bytes_read": 0, "ops": 0, "answers_held": 0,
+                                           "detached": 0}
         for h in hs:
             a.deregister_mem(h)
         a.disconnect(b.address)

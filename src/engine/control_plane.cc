@@ -537,7 +537,7 @@ void ControlPlane::EnableCma(Peer &peer, const HostIdentity &id, UniqueFd pidfd,
 void ControlPlane::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
   std::shared_ptr<Endpoint> ep = peer->endpoint();
   if (!peer->dead && ep) {
-    peer->DetachedIdle(deadline);  // the copy thread's jobs for it end first
+    copier_.RunFor(peer, deadline);  // its detached jobs end first (this thread does what is left)
     ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
     std::lock_guard<std::mutex> sl(peer->send_mu);
     if (peer->fd.valid()) SendAll(peer->fd.get(), Frame(Msg::BYE, 0, ""), deadline);
@@ -585,6 +585,16 @@ PeerPtr ControlPlane::Find(const std::string &remote) {
   return it == peers_.end() ? nullptr : it->second;
 }
 
+ext::PeerState ControlPlane::StateOf(const std::string &remote) {
+  PeerPtr peer = Find(remote);
+  if (!peer) return ext::PeerState::NOT_CONNECTED;
+  if (peer->dead) return ext::PeerState::DEAD;
+  // On this host the process itself tells, before its socket's end does
+  // (which the progress thread, busy or starved of a core, may read late).
+  if (peer->pidfd.valid() && !PidAlive(peer->pidfd.get())) return ext::PeerState::DEAD;
+  return ext::PeerState::CONNECTED;
+}
+
 Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
                                     uint64_t *seq) {
   uint64_t req_id;
@@ -592,6 +602,20 @@ Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &
     std::lock_guard<std::mutex> lk(mu_);
     req_id = next_id_++;
   }
+  // The entry waits for the answer; whatever happens, this call removes it
+  // (an answer arriving after it is gone is dropped).
+  {
+    std::lock_guard<std::mutex> rl(peer->resp_mu);
+    peer->responses[req_id];
+  }
+  struct Forget {
+    Peer &p;
+    uint64_t id;
+    ~Forget() {
+      std::lock_guard<std::mutex> rl(p.resp_mu);
+      p.responses.erase(id);
+    }
+  } forget{*peer, req_id};
   {
     std::lock_guard<std::mutex> sl(peer->send_mu);
     if (peer->dead || peer->closing || !peer->fd.valid() ||
@@ -599,19 +623,15 @@ Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &
       return peer->closing ? peer->Gone("control request") : peer->Error("control request");
   }
   std::unique_lock<std::mutex> rl(peer->resp_mu);
-  bool got = peer->resp_cv.wait_until(
-      rl, deadline, [&] { return peer->responses.count(req_id) || peer->dead || peer->closing; });
-  if (!got) {
-    peer->responses.erase(req_id);  // a late answer is dropped on arrival
-    return Fail(TIMEOUT, "no answer from " + peer->name + " to a control request");
-  }
-  if (peer->dead || !peer->responses.count(req_id)) {
+  Response &answer = peer->responses[req_id];
+  bool got = peer->resp_cv.wait_until(rl, deadline, [&] { return answer.answered || peer->dead || peer->closing; });
+  if (!got) return Fail(TIMEOUT, "no answer from " + peer->name + " to a control request");
+  if (peer->dead || !answer.answered) {
     rl.unlock();  // Gone() takes resp_mu
     return peer->Gone("control request");
   }
-  resp = std::move(peer->responses[req_id].payload);
-  if (seq != nullptr) *seq = peer->responses[req_id].inval_seq;
-  peer->responses.erase(req_id);
+  resp = std::move(answer.payload);
+  if (seq != nullptr) *seq = answer.inval_seq;
   return SUCCESS;
 }
 
@@ -990,8 +1010,12 @@ void ControlPlane::ServePeer(const PeerPtr &peer) {
 void ControlPlane::HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, const std::string &payload) {
   switch (static_cast<Msg>(h.type)) {
     case Msg::TABLE_RESP: {
+      // Only a request still waiting takes it: a late answer (its request
+      // timed out) or one nobody asked for is dropped here.
       std::lock_guard<std::mutex> rl(peer->resp_mu);
-      peer->responses[h.req_id] = Response{payload, peer->inval_seq.load(std::memory_order_acquire)};
+      auto it = peer->responses.find(h.req_id);
+      if (it == peer->responses.end() || it->second.answered) break;
+      it->second = Response{true, payload, peer->inval_seq.load(std::memory_order_acquire)};
       peer->resp_cv.notify_all();
       break;
     }
@@ -1029,7 +1053,7 @@ void ControlPlane::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, c
   // before it hears that the region is free to go; so do the copies the
   // engine's copy thread still has to make into it.
   auto deadline = DeadlineIn(options_.timeout_ms);
-  if (ep && !peer->dead && !peer->DetachedIdle(deadline)) return;  // no ack: better a timeout than lost bytes
+  if (ep && !peer->dead && !copier_.RunFor(peer, deadline)) return;  // no ack: better a timeout than lost bytes
   if (ep && !peer->dead) {
     ucs_status_t us = ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
     if (us != UCS_OK) return;  // no ack: the target keeps the memory (and times out) rather than lose bytes

@@ -36,6 +36,7 @@
 
 #include "hixl/hixl_ext.h"
 #include "auth.h"
+#include "detached.h"
 #include "hixl/hixl_types.h"
 #include "options.h"
 #include "peer.h"
@@ -88,7 +89,7 @@ struct Withdrawing {
 
 class ControlPlane {
  public:
-  explicit ControlPlane(const Options &options) : options_(options) {}
+  ControlPlane(const Options &options, Copier &copier) : options_(options), copier_(copier) {}
   ~ControlPlane() { Stop(); }
   ControlPlane(const ControlPlane &) = delete;
   ControlPlane &operator=(const ControlPlane &) = delete;
@@ -118,10 +119,12 @@ class ControlPlane {
   Status Disconnect(const std::string &remote, int32_t timeout_ms);
   /** @brief The peer connected as `remote`, or null. */
   PeerPtr Find(const std::string &remote);
+  /** @brief Whether `remote` is connected, dead or unknown (ext::GetPeerState); consumes nothing. */
+  ext::PeerState StateOf(const std::string &remote);
   /** @brief Fetch the peer's memory table again (a transfer named an address the cached one lacks). */
   Status RefreshTable(const PeerPtr &peer, Deadline deadline);
-  /** @brief Populate the peer segments mapped so far now (their page tables; see Prefaulter). */
-  void PopulateMapped() { prefaulter_.Drain(); }
+  /** @brief Populate the peer segments mapped so far now, in this thread, until `deadline` at most (see Prefaulter). */
+  void PopulateMapped(Deadline deadline) { prefaulter_.Drain(deadline); }
 
   Status GetNotifies(std::vector<NotifyDesc> &notifies);
   /** @brief Sleep until a notify is queued or timeout_ms passed (ext::WaitNotifies). */
@@ -166,6 +169,7 @@ class ControlPlane {
                                const ucp_am_recv_param_t *param);
 
   const Options &options_;
+  Copier &copier_;  ///< an invalidation's ack and a teardown finish the peer's detached jobs first
   std::shared_ptr<Worker> worker_;
   std::string listen_address_;
   uint32_t listen_port_ = 0;

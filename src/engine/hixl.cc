@@ -134,6 +134,10 @@ uint64_t MappingGeneration(Hixl &e) { return ImplOf(e)->mapping_generation(); }
 
 Status GetStats(Hixl &e, Stats &stats) { HIXL_EXT_FORWARD(e, GetStats(stats)); }
 
+Status GetPeerState(Hixl &e, const AscendString &remote, PeerState &state) {
+  HIXL_EXT_FORWARD(e, GetPeerState(remote.GetString(), state));
+}
+
 Status GetPeerStats(Hixl &e, const AscendString &remote, PeerStats &stats) {
   HIXL_EXT_FORWARD(e, GetPeerStats(remote.GetString(), stats));
 }

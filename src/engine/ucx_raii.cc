@@ -30,6 +30,8 @@ Context::~Context() {
   if (h_ != nullptr) ucp_cleanup(h_);
 }
 
+thread_local bool Worker::counted_ = true;
+
 Worker::Worker(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
   ucp_worker_params_t params;
   std::memset(&params, 0, sizeof(params));

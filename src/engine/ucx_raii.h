@@ -58,6 +58,14 @@ class Worker {
   template <typename Abort>
   ucs_status_t Wait(void *req, std::chrono::steady_clock::time_point deadline, Abort &&abort);
 
+  /**
+   * @brief The calling thread is one of the engine's own (the copy thread):
+   *        its waits here are not counted as a caller's, so the progress
+   *        thread does not step aside for them. Target-side work for other
+   *        peers must not ride on a thread that waits on one peer's behalf.
+   */
+  static void NotACaller() { counted_ = false; }
+
   /** @brief Callers inside Wait() now. */
   int callers_waiting() const { return waiting_.load(std::memory_order_seq_cst); }
 
@@ -71,6 +79,7 @@ class Worker {
   int efd_ = -1;
   std::string address_;
   std::atomic<int> waiting_{0};
+  static thread_local bool counted_;  ///< this thread's waits count as a caller's (see NotACaller)
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::atomic<bool> parked_{false};

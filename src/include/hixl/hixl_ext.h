@@ -43,6 +43,13 @@ constexpr Status PEER_FAILURE = 503901U;
 /** @brief 64-bit atomic operations on remote memory. */
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
 
+/** @brief What an engine knows of a peer (GetPeerState). */
+enum class PeerState {
+  CONNECTED,      ///< connected, and no sign of death
+  DEAD,           ///< its control connection was lost, or (on this host) its process is gone
+  NOT_CONNECTED,  ///< never connected, or disconnected since
+};
+
 /** @brief Engine-wide counters. */
 struct Stats {
   uint64_t bytes_written;
@@ -66,7 +73,9 @@ struct PeerStats {
   uint64_t bytes_written;
   uint64_t bytes_read;
   uint64_t ops;
-  uint8_t reserved[32];
+  uint64_t answers_held;  ///< control answers received and not yet taken by the request they answer
+  uint64_t detached;      ///< detached jobs (copies, notifies behind them) for it in flight
+  uint8_t reserved[16];
 };
 
 /**
@@ -166,6 +175,14 @@ void ReleasePin(void *pin);
  *        callers caching direct pointers compare it before each use.
  */
 uint64_t MappingGeneration(Hixl &engine);
+
+/**
+ * @brief What this engine knows of `remote_engine`'s liveness, without a
+ *        call on its connection: nothing is waited for, flushed or consumed
+ *        (the first failure of a detached job stays the next Flush's). A
+ *        liveness probe asks this, not an empty Flush.
+ */
+Status GetPeerState(Hixl &engine, const AscendString &remote_engine, PeerState &state);
 
 /** @brief Engine-wide counters. */
 Status GetStats(Hixl &engine, Stats &stats);

@@ -578,8 +578,12 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
     """Put_batch / Get_batch of the common case: a contiguous origin buffer
     with (n, 2) int64 (offset, length) rows and n int64 target displacements,
     every block inside the origin and the window. Checked and posted in one
-    C loop without the GIL (no per-block Python work); False, with nothing
-    moved, for anything else: the Python layer then raises the precise error."""
+    C loop without the GIL (no per-block Python work). Posted, it returns the
+    origin's buffer export, which the caller keeps until the flush that
+    completes the batch (the engine reads or writes the origin until then:
+    its copy thread, UCX's zero-copy lanes; held, a bytearray cannot resize
+    under them). False, with nothing moved, for anything else: the Python
+    layer then raises the precise error."""
     cdef Py_buffer view
     cdef const int64_t[:, ::1] offs
     cdef const int64_t[::1] d
@@ -591,6 +595,7 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
     cdef Status st = 0
     cdef AscendString cr
     cdef int cop = _opcode(op)
+    cdef _Export export = None
     if eng._h == NULL or unit == 0 or not (_int64_array(offsets, 2) and _int64_array(disps, 1)):
         return False
     offs = offsets
@@ -630,6 +635,10 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
         if not ok:
             return False
         _check(st, f"TransferPost({remote!r}, {n} blocks)")
-        return True
+        export = _Export.__new__(_Export)
+        export.view = view  # the export moves into it: released at completion, not here
+        export.held = True
+        return export
     finally:
-        PyBuffer_Release(&view)
+        if export is None:
+            PyBuffer_Release(&view)

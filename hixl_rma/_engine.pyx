@@ -89,6 +89,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         NOT_CONNECTED
     Status AllocMem(Hixl &, size_t, MemType, CMemHandle &, void *&)
     Status GetListenAddress(Hixl &, string &)
+    Status ConnectTo(Hixl &, const AscendString &, const AscendString &, int32_t)
     Status WithdrawMem(Hixl &, CMemHandle, void *&)
     void ReleaseWithdrawn(void *)
     Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t)
@@ -110,6 +111,7 @@ cdef extern from "_engine_compat.h" nogil:
     int HIXL_RMA_HAS_EXT
     const char *C_OPTION_JOB_TOKEN "hixl::ext::OPTION_JOB_TOKEN"
     const char *C_OPTION_TIMEOUT_MS "hixl::ext::OPTION_TIMEOUT_MS"
+    const char *C_OPTION_ENGINE_ID "hixl::ext::OPTION_ENGINE_ID"
 
 cdef extern from "_engine_compat.h" namespace "hixl_rma" nogil:
     Status WaitTransfer(Hixl &, TransferReq, int32_t, TransferStatus &)
@@ -122,6 +124,7 @@ MEM_DEVICE_ = MEM_DEVICE
 globals().update(MEM_HOST=int(MEM_HOST), MEM_DEVICE=int(MEM_DEVICE), READ=int(READ), WRITE=int(WRITE))
 OPTION_JOB_TOKEN = C_OPTION_JOB_TOKEN.decode()
 OPTION_TIMEOUT_MS = C_OPTION_TIMEOUT_MS.decode()
+OPTION_ENGINE_ID = C_OPTION_ENGINE_ID.decode()
 HAS_EXTENSIONS = bool(HIXL_RMA_HAS_EXT)
 # TransferRequest.status(): a timeout is raised by wait(), never a status.
 TRANSFER_WAITING, TRANSFER_COMPLETED, TRANSFER_FAILED = 0, 1, 3
@@ -587,14 +590,28 @@ cdef class Engine:
             self._handles[key] = handle  # still registered: finalize releases it
         _check(st, "DeregisterMem")
 
-    def connect(self, remote, timeout_ms=None):
-        """Handshake with a listening engine (job token checked)."""
+    def connect(self, remote, timeout_ms=None, expect=None):
+        """Handshake with a listening engine (job token checked). ``expect``:
+        the engine id (option EngineId) the engine there must prove, else the
+        connect is refused (FAILED) and another address may be tried; vendor
+        HIXL has no engine ids, and connects as without."""
         self._alive()
         cdef AscendString cr = _remote(remote)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
-        with nogil:
-            st = self._h.Connect(cr, t)
+        cdef bytes e
+        cdef AscendString ce
+        if expect is None:
+            with nogil:
+                st = self._h.Connect(cr, t)
+        else:
+            e = _b(expect, "expect")
+            ce = AscendString(e, len(e))
+            with nogil:
+                st = ConnectTo(self._h[0], cr, ce, t)
+            if st == 103905U:  # UNSUPPORTED (vendor HIXL)
+                with nogil:
+                    st = self._h.Connect(cr, t)
         _check(st, f"Connect({remote!r})")
 
     def disconnect(self, remote, timeout_ms=None):

@@ -20,6 +20,7 @@ namespace hixl {
 namespace ext {
 constexpr const char *OPTION_JOB_TOKEN = "JobToken";
 constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
+constexpr const char *OPTION_ENGINE_ID = "EngineId";
 constexpr Status PEER_FAILURE = 503901U;
 constexpr size_t kShareMinBytes = static_cast<size_t>(-1);  // the vendor engine shares nothing
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
@@ -35,6 +36,7 @@ struct PeerStats {
 };
 inline Status AllocMem(Hixl &, size_t, MemType, MemHandle &, void *&) { return UNSUPPORTED; }
 inline Status GetListenAddress(Hixl &, std::string &) { return UNSUPPORTED; }
+inline Status ConnectTo(Hixl &, const AscendString &, const AscendString &, int32_t) { return UNSUPPORTED; }
 inline Status WithdrawMem(Hixl &, MemHandle, void *&) { return UNSUPPORTED; }
 inline void ReleaseWithdrawn(void *) {}
 inline Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t) {

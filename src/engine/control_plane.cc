@@ -401,8 +401,8 @@ Status ControlPlane::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoin
 
 // ------------------------------------------------------------ connections
 
-Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, Deadline deadline, UniqueFd &sock,
-                               std::string &payload, int &retry) {
+Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id,
+                               Deadline deadline, UniqueFd &sock, std::string &payload, int &retry) {
   retry = kNoRetry;
   std::string err;
   int sys_err = 0;
@@ -417,6 +417,7 @@ Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, De
   Writer hello;
   hello.bytes(nonce);
   hello.bytes(listen_address_.substr(0, kMaxNameLen));
+  hello.bytes(options_.engine_id);
   FrameHeader h;
   std::string challenge;
   if (!SendAll(fd, Frame(Msg::HELLO, 0, hello.str()), deadline) ||
@@ -428,16 +429,21 @@ Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, De
                 "Connect to " + remote + ": no handshake answer (is it a HIXL engine?)");
   }
   Cursor cc(challenge.data(), challenge.size());
-  std::string server_nonce, server_proof;
+  std::string server_nonce, server_id, server_proof;
   if (h.type != static_cast<uint16_t>(Msg::CHALLENGE) || !cc.bytes(server_nonce, kNonceLen) ||
-      server_nonce.size() != kNonceLen || !cc.bytes(server_proof, kMacLen))
+      server_nonce.size() != kNonceLen || !cc.bytes(server_id, kMaxNameLen) || !cc.bytes(server_proof, kMacLen))
     return Fail(FAILED, "Connect to " + remote + ": malformed handshake (not a HIXL engine of this version?)");
-  // The server proves the token first: one that cannot learns nothing from us.
-  if (!ConstantTimeEqual(server_proof, Proof(options_.token, "server", nonce, server_nonce, hp.port)))
+  // The server proves the token (and its id) first: one that cannot learns nothing from us.
+  if (!ConstantTimeEqual(server_proof, Proof(options_.token, "server", server_id, nonce, server_nonce, hp.port)))
     return Fail(FAILED, "Connect to " + remote + " refused: the engine there does not prove this job token "
                         "(job token mismatch, or another process on that port)");
+  // Another engine of this job (an address that reaches another host, a
+  // port taken over): not the one asked for, and told nothing more.
+  if (!expected_id.empty() && !ConstantTimeEqual(server_id, expected_id))
+    return Fail(FAILED, "Connect to " + remote + " refused: the engine there is '" + server_id + "' of this job, not '" +
+                            expected_id + "'");
   Writer proof;
-  proof.bytes(Proof(options_.token, "client", nonce, server_nonce, hp.port));
+  proof.bytes(Proof(options_.token, "client", options_.engine_id, nonce, server_nonce, hp.port));
   if (!SendAll(fd, Frame(Msg::PROOF, 0, proof.str()), deadline) || !RecvFrame(fd, h, payload, kMaxPayload, deadline))
     return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED,
                 "Connect to " + remote + ": the handshake was cut short");
@@ -446,7 +452,7 @@ Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, De
   return SUCCESS;
 }
 
-Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms) {
+Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id) {
   if (!started()) return Fail(FAILED, "Connect: engine is not initialized");
   HostPort hp;
   if (!ParseHostPort(remote, hp) || hp.port <= 0)
@@ -465,7 +471,7 @@ Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms) {
   auto pause = std::chrono::milliseconds(5);
   for (;;) {
     int retry = kNoRetry;
-    st = Handshake(remote, hp, deadline, sock, payload, retry);
+    st = Handshake(remote, hp, expected_id, deadline, sock, payload, retry);
     if (st == SUCCESS || retry == kNoRetry) break;
     sock.reset();
     auto until = retry == kRetryRefused ? refused_until : deadline;
@@ -937,16 +943,20 @@ bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const 
     case Accepted::Stage::HELLO: {
       if (type != Msg::HELLO) return false;
       Cursor c(payload.data(), payload.size());
-      std::string nonce, name;
-      if (!c.bytes(nonce, kNonceLen) || nonce.size() != kNonceLen || !c.bytes(name, kMaxNameLen)) return false;
+      std::string nonce, name, id;
+      if (!c.bytes(nonce, kNonceLen) || nonce.size() != kNonceLen || !c.bytes(name, kMaxNameLen) ||
+          !c.bytes(id, kMaxNameLen))
+        return false;
       a.client_nonce = nonce;
+      a.client_id = id;
       a.server_nonce = MakeNonce();
       if (a.server_nonce.empty()) return false;
       // Our proof first: a client that cannot check it has learned nothing
       // it could use (it covers its own nonce, ours, and our port).
       Writer w;
       w.bytes(a.server_nonce);
-      w.bytes(Proof(options_.token, "server", a.client_nonce, a.server_nonce, listen_port_));
+      w.bytes(options_.engine_id);
+      w.bytes(Proof(options_.token, "server", options_.engine_id, a.client_nonce, a.server_nonce, listen_port_));
       a.stage = Accepted::Stage::PROOF;
       return Queue(a, Frame(Msg::CHALLENGE, 0, w.str()));
     }
@@ -955,7 +965,8 @@ bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const 
       Cursor c(payload.data(), payload.size());
       std::string proof;
       if (!c.bytes(proof, kMacLen) ||
-          !ConstantTimeEqual(proof, Proof(options_.token, "client", a.client_nonce, a.server_nonce, listen_port_))) {
+          !ConstantTimeEqual(proof, Proof(options_.token, "client", a.client_id, a.client_nonce, a.server_nonce,
+                                          listen_port_))) {
         // The stranger learns nothing but the refusal.
         a.close_after_out = true;
         Queue(a, Frame(Msg::REJECT, 0, ""));

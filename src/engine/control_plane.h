@@ -67,6 +67,7 @@ struct Accepted {
   Clock::time_point since;
   FrameReader reader;
   std::string client_nonce, server_nonce;  ///< the handshake's, until it is done
+  std::string client_id;  ///< the engine id the client claims (its proof covers it)
   /// Whole frames not yet sent (under mu_): every frame to a client goes
   /// through here, so the stream never carries a partial frame and stays in
   /// the order the state changed in; the progress thread sends the rest.
@@ -115,7 +116,8 @@ class ControlPlane {
    */
   Status Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &region);
 
-  Status Connect(const std::string &remote, int32_t timeout_ms);
+  /** @brief Handshake with `remote` and connect; a non-empty `expected_id` must be the id it proves. */
+  Status Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id = std::string());
   Status Disconnect(const std::string &remote, int32_t timeout_ms);
   /** @brief The peer connected as `remote`, or null. */
   PeerPtr Find(const std::string &remote);
@@ -160,8 +162,8 @@ class ControlPlane {
   std::string EncodeTable();
   Status DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
                      const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out);
-  Status Handshake(const std::string &remote, const HostPort &hp, Deadline deadline, UniqueFd &sock,
-                   std::string &payload, int &retry);
+  Status Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id, Deadline deadline,
+                   UniqueFd &sock, std::string &payload, int &retry);
   void HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
   Status ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
                         uint64_t *seq = nullptr);

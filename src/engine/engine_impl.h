@@ -55,7 +55,9 @@ class HixlImpl {
   Status DeregisterMem(MemHandle handle);
   Status WithdrawMem(MemHandle handle, void *&keep);
   static void ReleaseWithdrawn(void *keep);
-  Status Connect(const std::string &remote, int32_t timeout_ms) { return control_.Connect(remote, timeout_ms); }
+  Status Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id = std::string()) {
+    return control_.Connect(remote, timeout_ms, expected_id);
+  }
   Status Disconnect(const std::string &remote, int32_t timeout_ms) { return control_.Disconnect(remote, timeout_ms); }
   Status GetNotifies(std::vector<NotifyDesc> &notifies) { return control_.GetNotifies(notifies); }
   Status WaitNotifies(int32_t timeout_ms) { return control_.WaitNotifies(timeout_ms); }

@@ -25,6 +25,9 @@ constexpr size_t kShareMinBytes = 4U << 20;
 
 /** @brief Option carrying the job token; both ends of a connection must agree. */
 constexpr const char *OPTION_JOB_TOKEN = "JobToken";
+/** @brief Option: this engine's id within its job (e.g. its rank), proven in every handshake; a
+ *         connector that names the engine it expects (ConnectTo) gets that engine or an error. */
+constexpr const char *OPTION_ENGINE_ID = "EngineId";
 /** @brief Option: default timeout (ms) of internal waits (handshake, invalidation). */
 constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
 /** @brief Option: how long (us) the progress thread polls after serving a peer (default 50; 0: never). */
@@ -93,6 +96,16 @@ Status WithdrawMem(Hixl &engine, MemHandle handle, void *&keep);
 
 /** @brief Unmap a region withdrawn by WithdrawMem. */
 void ReleaseWithdrawn(void *keep);
+
+/**
+ * @brief Connect, as Hixl::Connect, to the engine whose id (option EngineId)
+ *        is `expected_id`: an engine there that proves the job token under
+ *        another id is refused (FAILED, naming both ids) before it is sent
+ *        anything, so several addresses may be tried in turn. An empty
+ *        `expected_id` takes any engine of the job.
+ */
+Status ConnectTo(Hixl &engine, const AscendString &remote_engine, const AscendString &expected_id,
+                 int32_t timeout_in_millis);
 
 /** @brief The "ip:port" this engine listens on (the chosen port when 0 was asked). */
 Status GetListenAddress(Hixl &engine, std::string &address);

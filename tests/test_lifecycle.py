@@ -25,7 +25,7 @@ from test_security import fields  # the control protocol's length-prefixed field
 pytestmark = pytest.mark.timeout(120)
 
 TOKEN = b"lifecycle-token-0123456789abcdef"
-MAGIC, VERSION = 0x4D525848, 2
+MAGIC, VERSION = 0x4D525848, 3
 HELLO, HELLO_OK, REJECT, TABLE_REQ, TABLE_RESP, INVALIDATE, INVALIDATE_ACK, BYE, CHALLENGE, PROOF = range(1, 11)
 HEADER = struct.Struct("<IHHIIQ")
 
@@ -44,7 +44,9 @@ def field(b):
 
 
 def proof(role, client_nonce, server_nonce, port):
-    msg = b"hixl-rma control v2 " + role + b"\0" + client_nonce + server_nonce + struct.pack("<I", port)
+    # Engine ids (EngineId) are empty here: a u32 length of 0, no bytes.
+    msg = (b"hixl-rma control v3 " + role + b"\0" + struct.pack("<I", 0) + client_nonce + server_nonce
+           + struct.pack("<I", port))
     return hmac.new(TOKEN, msg, hashlib.sha256).digest()
 
 
@@ -110,11 +112,12 @@ class Proxy:
         _, payload, _ = read_frame(c)
         client_nonce = fields(payload)[0]
         my_nonce = os.urandom(32)
-        c.sendall(frame(CHALLENGE, field(my_nonce) + field(proof(b"server", client_nonce, my_nonce, self.port))))
+        c.sendall(frame(CHALLENGE, field(my_nonce) + field(b"") +
+                        field(proof(b"server", client_nonce, my_nonce, self.port))))
         read_frame(c)  # its proof (the engine checks it, we need not)
         # server side: we are its client
         nonce = os.urandom(32)
-        s.sendall(frame(HELLO, field(nonce) + field(b"proxy")))
+        s.sendall(frame(HELLO, field(nonce) + field(b"proxy") + field(b"")))
         _, challenge, _ = read_frame(s)
         server_nonce = fields(challenge)[0]
         s.sendall(frame(PROOF, field(proof(b"client", nonce, server_nonce, self.server[1]))))

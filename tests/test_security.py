@@ -23,6 +23,7 @@ import os
 import resource
 import socket
 import struct
+import textwrap
 import time
 
 import numpy as np
@@ -31,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hixl_rma
+import procutil
 from hixl_rma import READ, WRITE
 from hixl_rma.errors import HixlError, NotConnectedError
 
@@ -605,3 +607,34 @@ def test_the_server_proof_covers_its_engine_id():
 def test_engine_id_is_checked():
     with pytest.raises(hixl_rma.errors.ParamError, match="EngineId"):
         hixl_rma.Engine(options={"JobToken": TOKEN, "EngineId": "x" * 300})
+
+
+EXPOSED = textwrap.dedent(r'''
+    import json, sys
+''') + procutil.LISTENERS + textwrap.dedent(r'''
+    import hixl_rma
+    before = set(listeners())  # MPI's own, if it made any: not this engine's
+    e = hixl_rma.Engine("127.0.0.1:0")
+    print(json.dumps(sorted(set(listeners()) - before)))
+    e.finalize()
+''')
+
+
+@pytest.mark.parametrize("tls", [None, "tcp"])
+def test_a_loopback_engine_listens_on_loopback_only(tmp_path, tls):
+    """Issue 23.6: an engine asked to listen on 127.0.0.1 (every rank on this
+    host) opens UCX's own tcp listeners on loopback too, not on every
+    interface: its data plane is reachable from this host only."""
+    import json
+    import subprocess
+    import sys
+    script = tmp_path / "exposed.py"
+    script.write_text(EXPOSED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UCX_", "HIXL_RMA_"))}
+    if tls:
+        env["UCX_TLS"] = tls
+    p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    opened = json.loads(p.stdout.splitlines()[-1])
+    assert opened, "the engine listens at least on its control port"
+    assert all(addr in ("127.0.0.1", "::1") for addr, _ in opened), opened

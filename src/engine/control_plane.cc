@@ -73,8 +73,12 @@ Status ControlPlane::Start(const HostPort &local) {
       if (armed) self->Stop();
     }
   } guard{this};
+  // A loopback engine keeps UCX's own network listeners on loopback too:
+  // its data plane is then reachable from this host only, as its control
+  // socket is.
+  const bool loopback = local.port >= 0 && IsLoopback(local);
   try {
-    worker_ = std::make_shared<Worker>(std::make_shared<Context>());
+    worker_ = std::make_shared<Worker>(std::make_shared<Context>(UcxNetDevicesFor(loopback)));
   } catch (ucs_status_t s) {
     return FromUcs(s, "UCX initialization failed");
   }

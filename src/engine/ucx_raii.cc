@@ -6,11 +6,18 @@
 namespace hixl {
 namespace engine {
 
-Context::Context() {
+Context::Context(const std::string &net_devices) {
   InstallPeerDeathFilter();
   ucp_config_t *config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) throw st;
+  if (!net_devices.empty()) {
+    st = ucp_config_modify(config, "NET_DEVICES", net_devices.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      throw st;
+    }
+  }
   ucp_params_t params;
   std::memset(&params, 0, sizeof(params));
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;

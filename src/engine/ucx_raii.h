@@ -20,8 +20,11 @@ namespace engine {
 /** @brief A UCP context with RMA, 64-bit atomics, active messages and wakeup. */
 class Context {
  public:
-  /** @brief Reads UCX_* from the environment; throws ucs_status_t on failure. */
-  Context();
+  /**
+   * @brief Reads UCX_* from the environment, then sets NET_DEVICES to
+   *        `net_devices` when not empty; throws ucs_status_t on failure.
+   */
+  explicit Context(const std::string &net_devices = std::string());
   ~Context();
   Context(const Context &) = delete;
   Context &operator=(const Context &) = delete;

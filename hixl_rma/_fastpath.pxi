@@ -282,7 +282,7 @@ cdef class FastWin:
         cdef _Export export = None
         if type(target_rank) is int and target_rank == _PROC_NULL and self.n:
             return 1  # MPI.PROC_NULL: nothing moves, the origin is not looked at
-        if self.eng._h == NULL or not self._target_ok(target_rank, &r, write):
+        if not self.eng._usable() or not self._target_ok(target_rank, &r, write):
             return 0
         if _get_buffer(origin, &view, PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (0 if write else PyBUF_WRITABLE)) != 0:
             PyErr_Clear()
@@ -306,9 +306,11 @@ cdef class FastWin:
             v[0].local_addr = <uintptr_t>view.buf
             v[0].remote_addr = self.base[r] + off
             v[0].len = <size_t>view.len
+            self.eng._calls += 1
             with nogil:
                 st = TransferPost(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
                                   WRITE if write else READ, v, MEM_HOST, False)
+            self.eng._calls -= 1
             if st != 0:
                 self._raise(st, "Put" if write else "Get", r, f" ({view.len} bytes at target offset {off})")
             self.dirty[r] = 1
@@ -334,7 +336,7 @@ cdef class FastWin:
         cdef Status st
         cdef AtomicOp aop
         cdef int32_t tmo
-        if self.eng._h == NULL or not self._target_ok(target_rank, &r, True):
+        if not self.eng._usable() or not self._target_ok(target_rank, &r, True):
             return False
         if self.access[r] != _READ_WRITE or not self.atomics[r] or (self.posted[r] is not None and self.dirty[r]):
             return False  # posted atomics first: this origin's accumulates stay ordered
@@ -363,9 +365,11 @@ cdef class FastWin:
         else:
             aop = _FAST_OPS[code]
             tmo = _timeout(None)
+            self.eng._calls += 1
             with nogil:
                 st = Atomic(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), aop,
                             self.base[r] + off, 0 if code == C_NOOP else value, cmp, &old, tmo)
+            self.eng._calls -= 1
             if st != 0:
                 # Raised, never redone: the atomic may have reached the target.
                 self._raise(st, "Compare_and_swap" if code == C_CSWAP else "Fetch_and_op" if result is not None
@@ -377,7 +381,7 @@ cdef class FastWin:
     cpdef bint flush(self, object target_rank) except *:
         """Flush in a passive epoch; False leaves it to the Python layer."""
         cdef Py_ssize_t r
-        if self.eng._h == NULL or type(target_rank) is not int:
+        if not self.eng._usable() or type(target_rank) is not int:
             return False
         r = <Py_ssize_t>target_rank
         if r == _PROC_NULL and self.n:
@@ -394,8 +398,10 @@ cdef class FastWin:
         """Complete the engine operations posted to r, or raise (the
         operations stay pending: a later flush may still complete them)."""
         cdef Status st
+        self.eng._calls += 1
         with nogil:
             st = Flush(self.eng._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
+        self.eng._calls -= 1
         if st != 0:
             self._raise(st, what, r, "")
         self._completed(r)
@@ -426,7 +432,7 @@ cdef class FastWin:
         layer, which opens and closes fence epochs and raises the errors."""
         cdef Py_ssize_t r
         cdef int32_t tmo
-        if (self.eng._h == NULL or not self.fence_open or self.fence_word.empty()
+        if (not self.eng._usable() or not self.fence_open or self.fence_word.empty()
                 or type(assertion) is not int or not 0 <= assertion <= self.fence_modes
                 or <long>assertion & ~self.fence_modes or self.held_n):
             return False
@@ -491,8 +497,14 @@ cdef extern from *:
         }
       }
     }
+
+    static inline void hixl_pause_ms(int ms) {
+      struct timespec ts = {0, ms * 1000000L};
+      nanosleep(&ts, NULL);
+    }
     """
     double hixl_now_s() nogil
+    void hixl_pause_ms(int ms) nogil
     Py_ssize_t hixl_fence_wait(uint64_t **words, size_t n, uint64_t seq, long long budget_ns) nogil
 
 
@@ -596,7 +608,7 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
     cdef AscendString cr
     cdef int cop = _opcode(op)
     cdef _Export export = None
-    if eng._h == NULL or unit == 0 or not (_int64_array(offsets, 2) and _int64_array(disps, 1)):
+    if not eng._usable() or unit == 0 or not (_int64_array(offsets, 2) and _int64_array(disps, 1)):
         return False
     offs = offsets
     d = disps
@@ -611,6 +623,7 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
         if view.format != NULL and strchr(view.format, b'O') != NULL:
             return False
         max_disp = size // unit
+        eng._calls += 1
         with nogil:
             v.resize(n)
             for i in range(n):
@@ -632,6 +645,7 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
                 # A Put_batch is posted (complete at the flush): its large
                 # copies into mapped memory go to the engine's copy thread.
                 st = TransferPost(eng._h[0], cr, <TransferOp>cop, v, MEM_HOST, cop == WRITE)
+        eng._calls -= 1
         if not ok:
             return False
         _check(st, f"TransferPost({remote!r}, {n} blocks)")

@@ -286,3 +286,80 @@ def test_failed_connect_closes_its_socket_once():
         for r, w in pipes:
             os.close(r)
             os.close(w)
+
+
+FINALIZE_RACE = r'''
+import sys, threading, time
+import numpy as np
+import hixl_rma
+from hixl_rma.errors import ParamError
+
+outcomes = {"refused": 0, "done": 0}
+for round_ in range(int(sys.argv[1])):
+    a, b = hixl_rma.Engine(), hixl_rma.Engine()
+    mem = b.alloc_mem(1 << 20)
+    a.connect(b.address)
+    src = np.ones(1 << 20, np.uint8)
+    a.register_mem(src)
+    stop = False
+
+    def hammer(kind):
+        # Calls that run without the GIL while the main thread finalizes a.
+        while not stop:
+            try:
+                if kind == 0:
+                    a.get_notifies()
+                elif kind == 1:
+                    a.wait_notifies(20)
+                elif kind == 2:
+                    a.transfer_sync(b.address, hixl_rma.WRITE, [(src.ctypes.data, mem.addr, 1 << 20)])
+                else:
+                    a.flush(b.address)
+                outcomes["done"] += 1
+            except ParamError as exc:
+                assert "finalize" in str(exc), exc
+                outcomes["refused"] += 1
+                return
+
+    threads = [threading.Thread(target=hammer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.02)
+    a.finalize()  # waits for the calls in flight, refuses new ones
+    stop = True
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive()
+    b.finalize()
+print("OK", outcomes)
+'''
+
+
+def test_finalize_waits_for_calls_in_flight_in_other_threads(tmp_path):
+    """Issue 23.13: four threads keep calling the engine without the GIL
+    (get_notifies, wait_notifies, transfer_sync, flush) while the main
+    thread finalizes it: finalize waits for the calls in flight, later calls
+    raise ParamError ("finalized"), and nothing crashes (20 rounds)."""
+    import subprocess
+    import sys
+    script = tmp_path / "race.py"
+    script.write_text(FINALIZE_RACE)
+    p = subprocess.run([sys.executable, str(script), "20"], capture_output=True, text=True, timeout=100)
+    assert p.returncode == 0, f"rc {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    assert p.stdout.startswith("OK"), p.stdout
+
+
+def test_finalize_waits_only_as_long_as_it_is_told():
+    """A call that outlasts finalize's bound: finalize raises HixlTimeoutError
+    naming it, the engine stays usable, and a later finalize completes."""
+    a = hixl_rma.Engine()
+    t = threading.Thread(target=a.wait_notifies, args=(1500,))
+    t.start()
+    time.sleep(0.1)
+    with pytest.raises(hixl_rma.errors.HixlTimeoutError, match="1 engine call"):
+        a.finalize(timeout_ms=200)
+    assert not a.finalized
+    a.stats()  # still usable
+    t.join(10)
+    a.finalize(timeout_ms=200)
+    assert a.finalized

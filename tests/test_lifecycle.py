@@ -9,6 +9,7 @@ Connect closes its socket once.
 import hashlib
 import hmac
 import os
+import resource
 import socket
 import struct
 import threading
@@ -363,3 +364,67 @@ def test_finalize_waits_only_as_long_as_it_is_told():
     t.join(10)
     a.finalize(timeout_ms=200)
     assert a.finalized
+
+
+def _exchange(a, b):
+    """One write from a to b, checked: the connection works."""
+    dst = np.zeros(4096, np.uint8)
+    b.register_mem(dst)
+    src = np.arange(4096, dtype=np.uint32).astype(np.uint8)
+    a.register_mem(src)
+    a.transfer_sync(b.address, WRITE, [(src.ctypes.data, dst.ctypes.data, 4096)])
+    assert np.array_equal(dst, src)
+
+
+def test_a_refused_connect_is_retryable():
+    """Issue 23.5 (engine part): a connect refused because nothing listened
+    there yet leaves nothing behind; once the engine is up, the same connect
+    works."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # free, nobody listens
+    a = hixl_rma.Engine()
+    b = None
+    try:
+        with pytest.raises(hixl_rma.errors.NotConnectedError):
+            a.connect(f"127.0.0.1:{port}", 500)
+        assert a.stats()["endpoints"] == 0
+        b = hixl_rma.Engine(f"127.0.0.1:{port}")
+        a.connect(b.address, 5000)
+        _exchange(a, b)
+    finally:
+        a.finalize()
+        if b is not None:
+            b.finalize()
+
+
+def test_a_connect_failed_for_want_of_descriptors_is_retryable():
+    """Issue 23.5 (engine part): with the process out of file descriptors a
+    connect fails (both ends are this process: the client cannot open its
+    socket, the server cannot accept); with descriptors back, the next
+    connect works and so does the connection."""
+    a, b = hixl_rma.Engine(), hixl_rma.Engine()
+    fillers = []
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 4096), hard))
+        try:
+            while True:
+                fillers.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        with pytest.raises(HixlError):
+            a.connect(b.address, 500)
+        for fd in fillers:
+            os.close(fd)
+        fillers = []
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert a.stats()["endpoints"] == 0
+        a.connect(b.address, 5000)
+        _exchange(a, b)
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        a.finalize()
+        b.finalize()

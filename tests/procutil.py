@@ -24,6 +24,17 @@ def run(cmd, env=None, timeout=60, cwd=None):
     return p.returncode, out
 
 
+def finish(proc, done_path, timeout=30):
+    """Tell a test's server process to end (it waits for ``done_path``) and
+    reap it, killed if it has not ended within ``timeout`` seconds."""
+    open(done_path, "w").close()
+    try:
+        proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
 def simhosts():
     """scripts/simhosts.py (the simulated hosts) as a module."""
     path = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "simhosts.py"

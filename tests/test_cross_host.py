@@ -205,9 +205,4 @@ def test_ucx_listeners_across_hosts_are_reachable_by_strangers(hosts, tmp_path):
         assert p.returncode == 0, p.stdout + p.stderr
         assert json.loads(p.stdout.splitlines()[-1]) == exposed["ucx"]
     finally:
-        open(info + ".done", "w").close()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        procutil.finish(server, info + ".done")

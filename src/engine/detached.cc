@@ -51,19 +51,19 @@ void Copier::SubmitCopies(PeerPtr peer, MappedCopies copies, bool stream,
   job->copies = std::move(copies);
   job->stream = stream;
   job->keys = std::move(keys);
-  job->peer = std::move(peer);
-  job->peer->AddDetached();
-  std::lock_guard<std::mutex> lk(mu_);
-  queue_.push_back(std::move(job));
-  cv_.notify_all();
+  Queue(std::move(peer), std::move(job));
 }
 
 void Copier::SubmitNotify(PeerPtr peer, std::function<Status()> send) {
   auto job = std::make_shared<Job>();
   job->notify = true;
   job->send = std::move(send);
+  Queue(std::move(peer), std::move(job));
+}
+
+void Copier::Queue(PeerPtr peer, std::shared_ptr<Job> job) {
   job->peer = std::move(peer);
-  job->peer->AddDetached();
+  job->peer->AddDetached();  // before it can end: a flush that sees none in flight sees it done
   std::lock_guard<std::mutex> lk(mu_);
   queue_.push_back(std::move(job));
   cv_.notify_all();

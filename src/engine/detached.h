@@ -80,6 +80,8 @@ class Copier {
 
  private:
   struct Job;
+  /** @brief Count `job` in `peer`'s jobs in flight and queue it last. */
+  void Queue(PeerPtr peer, std::shared_ptr<Job> job);
   /** @brief The job's next step this thread may take (a span, or the notify), made under mu_; false if none. */
   bool Claim(const std::shared_ptr<Job> &job, size_t &span);
   /** @brief Take and run one step of `job` (mu_ held, let go meanwhile); false if it had none to take. */

@@ -2,6 +2,7 @@
 
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <ucp/api/ucp.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,10 @@ bool UcxTlsEnables(std::initializer_list<const char *> transports) {
 std::string UcxNetDevicesFor(bool loopback_only) {
   const char *set = std::getenv("UCX_NET_DEVICES");
   if (!loopback_only || (set != nullptr && *set != '\0')) return std::string();
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  const bool loopback_tcp_works = major > 1 || (major == 1 && minor >= 22);
+  if (!loopback_tcp_works && !UcxTlsEnables({"sm", "shm", "posix", "sysv", "all", "mm"})) return std::string();
   std::string out;
   ifaddrs *all = nullptr;
   if (getifaddrs(&all) == 0) {

@@ -25,8 +25,11 @@ bool UcxTlsEnables(std::initializer_list<const char *> transports);
  *        loopback interfaces ("lo"), so that UCX's own tcp listeners (which
  *        its software RMA writes through wherever the sender names, without
  *        the job token) are reachable from this host only. Empty -- UCX's
- *        choice -- for any other engine, or where the user set
- *        UCX_NET_DEVICES.
+ *        choice -- for any other engine, where the user set
+ *        UCX_NET_DEVICES, and where tcp over loopback would be the only
+ *        way between this host's engines but the loaded UCX cannot take it
+ *        (before 1.22: UCX 1.20.1 finds its own loopback tcp address
+ *        unreachable) -- UCX_TLS without shared memory there.
  */
 std::string UcxNetDevicesFor(bool loopback_only);
 

@@ -151,6 +151,7 @@ def test_put_batch_holds_its_origin_until_the_flush(comm, rank, left, right, fla
     completes it, as a single Put's does, and the bytes land whole."""
     block = 4096
     mem, win = _window(comm, flavor, nbytes)
+    barrier(comm)  # every window is zeroed before any rank writes
     origin = bytearray(np.full(nbytes, rank + 1, np.uint8).tobytes())
     offs = np.stack([np.arange(nbytes // block) * block, np.full(nbytes // block, block)], 1).astype(np.int64)
     win.Lock_all()

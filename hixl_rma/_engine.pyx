@@ -83,9 +83,14 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         uint64_t notifies_sent, notifies_received, table_refreshes, regions, endpoints, accepted
         uint64_t vectored_ops, vectored_calls
     cdef struct PeerStats:
-        uint64_t bytes_written, bytes_read, ops
+        uint64_t bytes_written, bytes_read, ops, answers_held, detached
+    cdef enum class PeerState "hixl::ext::PeerState":
+        CONNECTED
+        DEAD
+        NOT_CONNECTED
     Status AllocMem(Hixl &, size_t, MemType, CMemHandle &, void *&)
     Status GetListenAddress(Hixl &, string &)
+    Status ConnectTo(Hixl &, const AscendString &, const AscendString &, int32_t)
     Status WithdrawMem(Hixl &, CMemHandle, void *&)
     void ReleaseWithdrawn(void *)
     Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t)
@@ -100,12 +105,14 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     uint64_t MappingGeneration(Hixl &)
     Status GetStats(Hixl &, Stats &)
     Status GetPeerStats(Hixl &, const AscendString &, PeerStats &)
+    Status GetPeerState(Hixl &, const AscendString &, PeerState &)
     string LastError() except +
 
 cdef extern from "_engine_compat.h" nogil:
     int HIXL_RMA_HAS_EXT
     const char *C_OPTION_JOB_TOKEN "hixl::ext::OPTION_JOB_TOKEN"
     const char *C_OPTION_TIMEOUT_MS "hixl::ext::OPTION_TIMEOUT_MS"
+    const char *C_OPTION_ENGINE_ID "hixl::ext::OPTION_ENGINE_ID"
 
 cdef extern from "_engine_compat.h" namespace "hixl_rma" nogil:
     Status WaitTransfer(Hixl &, TransferReq, int32_t, TransferStatus &)
@@ -118,6 +125,7 @@ MEM_DEVICE_ = MEM_DEVICE
 globals().update(MEM_HOST=int(MEM_HOST), MEM_DEVICE=int(MEM_DEVICE), READ=int(READ), WRITE=int(WRITE))
 OPTION_JOB_TOKEN = C_OPTION_JOB_TOKEN.decode()
 OPTION_TIMEOUT_MS = C_OPTION_TIMEOUT_MS.decode()
+OPTION_ENGINE_ID = C_OPTION_ENGINE_ID.decode()
 HAS_EXTENSIONS = bool(HIXL_RMA_HAS_EXT)
 # TransferRequest.status(): a timeout is raised by wait(), never a status.
 TRANSFER_WAITING, TRANSFER_COMPLETED, TRANSFER_FAILED = 0, 1, 3
@@ -288,12 +296,16 @@ cdef class MemHandle:
         cdef Status st = 0
         cdef void *keep = NULL
         if self._exports > 0 and self.allocated:
+            self.engine._calls += 1
             with nogil:
                 st = WithdrawMem(self.engine._h[0], self._h, keep)
+            self.engine._calls -= 1
             self._keep = keep
         else:
+            self.engine._calls += 1
             with nogil:
                 st = self.engine._h.DeregisterMem(self._h)
+            self.engine._calls -= 1
         if st == TIMEOUT:
             # A peer has not acknowledged: the engine keeps the region mapped
             # (out of every table), so its buffer stays too; deregistering
@@ -359,8 +371,10 @@ cdef class TransferRequest:
         if self._req == NULL:
             return self._final
         self.engine._alive()
+        self.engine._calls += 1
         with nogil:
             st = self.engine._h.GetTransferStatus(self._req, ts)
+        self.engine._calls -= 1
         _check(st, "transfer status")
         return self._settle(ts)
 
@@ -379,8 +393,10 @@ cdef class TransferRequest:
         cdef int32_t t = _timeout(timeout_ms)
         if self._req != NULL:
             self.engine._alive()
+            self.engine._calls += 1
             with nogil:
                 st = WaitTransfer(self.engine._h[0], self._req, t, ts)
+            self.engine._calls -= 1
             if st == TIMEOUT:
                 raise error_for(TIMEOUT, f"transfer did not complete within {t} ms")
             _check(st, "transfer wait")
@@ -411,6 +427,12 @@ cdef class Engine:
     Listens on ``local_engine`` (port 0 picks a free port; see ``address``).
     """
     cdef Hixl *_h
+    # Calls running without the GIL in any thread (each bracket of ``with
+    # nogil`` that uses _h counts itself, with the GIL held, so a plain int
+    # will do), and whether finalize has begun: finalize refuses new calls,
+    # waits for these (bounded), and only then frees the engine.
+    cdef int _calls
+    cdef bint _closing
     cdef readonly str address
     cdef object _handles
     cdef list _orphans  # (request, buffers) of dropped, unfinished TransferRequests
@@ -453,7 +475,10 @@ cdef class Engine:
             self.address = local.decode()
 
     def __dealloc__(self):
-        if self._h != NULL:
+        # No call can be in flight here: every call holds a reference to
+        # this object (its own, or its FastWin's). Were one counted anyway,
+        # the engine is left alive rather than freed under it.
+        if self._h != NULL and self._calls == 0:
             # Finalize is local (no collective, no waiting on peers beyond a
             # bounded flush), so a forgotten engine is still torn down.
             self._h.Finalize()
@@ -463,7 +488,13 @@ cdef class Engine:
     cdef int _alive(self) except -1:
         if self._h == NULL:
             raise ParamError("engine is finalized")
+        if self._closing:
+            raise ParamError("engine is being finalized")
         return 0
+
+    cdef inline bint _usable(self) noexcept:
+        """The hot path's check: not finalized, nor being finalized."""
+        return self._h != NULL and not self._closing
 
     @property
     def finalized(self):
@@ -479,10 +510,23 @@ cdef class Engine:
                 keep.append((req, buffers))
         self._orphans = keep
 
-    def finalize(self):
-        """Release every resource; idempotent."""
-        if self._h == NULL:
-            return
+    def finalize(self, timeout_ms=None):
+        """Release every resource; idempotent. Calls other threads are making
+        finish first (new ones raise ParamError): HixlTimeoutError, the engine
+        left as it was, if some still run after ``timeout_ms`` (default: the
+        engine calls' timeout)."""
+        if self._h == NULL or self._closing:
+            return  # finalized, or being finalized by another thread
+        cdef int32_t t = _timeout(timeout_ms)
+        cdef double deadline = hixl_now_s() + t / 1000.0
+        self._closing = True
+        while self._calls > 0:
+            if hixl_now_s() > deadline:
+                self._closing = False
+                raise error_for(TIMEOUT, f"finalize: {self._calls} engine call(s) still running in other threads "
+                                         f"after {t} ms; the engine is left as it was")
+            with nogil:
+                hixl_pause_ms(1)
         handles = list(self._handles.values())
         self._handles.clear()
         for h in handles:  # engine memory that local views still use outlives Finalize
@@ -495,6 +539,7 @@ cdef class Engine:
             (<MemHandle>h)._forget()
         del self._h
         self._h = NULL
+        self._closing = False
 
     def __enter__(self):
         return self
@@ -524,8 +569,10 @@ cdef class Engine:
         cdef Status st
         if mem_type != MEM_HOST and mem_type != MEM_DEVICE:
             raise ParamError(f"mem_type must be MEM_HOST or MEM_DEVICE, got {mem_type}")
+        self._calls += 1
         with nogil:
             st = self._h.RegisterMem(desc, <MemType>mem_type, h)
+        self._calls -= 1
         _check(st, f"RegisterMem(addr={addr}, length={length})")
         return self._new_handle(h, addr, length, mem_type, False)
 
@@ -562,8 +609,10 @@ cdef class Engine:
         cdef CMemHandle h = NULL
         cdef void *addr = NULL
         cdef Status st
+        self._calls += 1
         with nogil:
             st = AllocMem(self._h[0], n, MEM_HOST, h, addr)
+        self._calls -= 1
         _check(st, f"AllocMem(length={n})")
         return self._new_handle(h, <uintptr_t>addr, n, MEM_HOST, True)
 
@@ -581,14 +630,34 @@ cdef class Engine:
             self._handles[key] = handle  # still registered: finalize releases it
         _check(st, "DeregisterMem")
 
-    def connect(self, remote, timeout_ms=None):
-        """Handshake with a listening engine (job token checked)."""
+    def connect(self, remote, timeout_ms=None, expect=None):
+        """Handshake with a listening engine (job token checked). ``expect``:
+        the engine id (option EngineId) the engine there must prove, else the
+        connect is refused (FAILED) and another address may be tried; vendor
+        HIXL has no engine ids, and connects as without."""
         self._alive()
         cdef AscendString cr = _remote(remote)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
-        with nogil:
-            st = self._h.Connect(cr, t)
+        cdef bytes e
+        cdef AscendString ce
+        if expect is None:
+            self._calls += 1
+            with nogil:
+                st = self._h.Connect(cr, t)
+            self._calls -= 1
+        else:
+            e = _b(expect, "expect")
+            ce = AscendString(e, len(e))
+            self._calls += 1
+            with nogil:
+                st = ConnectTo(self._h[0], cr, ce, t)
+            self._calls -= 1
+            if st == 103905U:  # UNSUPPORTED (vendor HIXL)
+                self._calls += 1
+                with nogil:
+                    st = self._h.Connect(cr, t)
+                self._calls -= 1
         _check(st, f"Connect({remote!r})")
 
     def disconnect(self, remote, timeout_ms=None):
@@ -597,8 +666,10 @@ cdef class Engine:
         cdef AscendString cr = _remote(remote)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
+        self._calls += 1
         with nogil:
             st = self._h.Disconnect(cr, t)
+        self._calls -= 1
         _check(st, f"Disconnect({remote!r})")
 
     def transfer_sync(self, remote, op, descs, timeout_ms=None):
@@ -610,8 +681,10 @@ cdef class Engine:
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
         cdef int cop = _opcode(op)
+        self._calls += 1
         with nogil:
             st = self._h.TransferSync(cr, <TransferOp>cop, v, t)
+        self._calls -= 1
         _check(st, f"TransferSync({remote!r}, {'READ' if cop == READ else 'WRITE'}, {v.size()} blocks)")
 
     def post(self, remote, op, descs, bint local_device=False):
@@ -642,8 +715,10 @@ cdef class Engine:
         cdef TransferReq req = NULL
         cdef Status st
         cdef int cop = _opcode(op)
+        self._calls += 1
         with nogil:
             st = self._h.TransferAsync(cr, <TransferOp>cop, v, args, req)
+        self._calls -= 1
         _check(st, f"TransferAsync({remote!r}, {v.size()} blocks)")
         if self._orphans:
             self._reap_orphans()
@@ -661,8 +736,10 @@ cdef class Engine:
         cdef NotifyDesc nd = _notify_desc(n, m)
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
+        self._calls += 1
         with nogil:
             st = self._h.SendNotify(cr, nd, t)
+        self._calls -= 1
         _check(st, f"SendNotify({remote!r})")
 
     def post_notify(self, remote, name, msg=b"", timeout_ms=None):
@@ -676,8 +753,10 @@ cdef class Engine:
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st
         cdef cpp_bool queued = False
+        self._calls += 1
         with nogil:
             st = PostNotify(self._h[0], cr, nd, t, queued)
+        self._calls -= 1
         if st == 103905U:  # UNSUPPORTED (vendor HIXL): there is nothing to queue behind
             self.send_notify(remote, name, msg, timeout_ms)
             return False
@@ -689,8 +768,10 @@ cdef class Engine:
         self._alive()
         cdef vector[NotifyDesc] v
         cdef Status st
+        self._calls += 1
         with nogil:
             st = self._h.GetNotifies(v)
+        self._calls -= 1
         _check(st, "GetNotifies")
         out = []
         for i in range(v.size()):
@@ -706,8 +787,10 @@ cdef class Engine:
         cdef int32_t t = _timeout(timeout_ms)
         cdef uint64_t result = 0
         cdef Status st
+        self._calls += 1
         with nogil:
             st = Atomic(self._h[0], cr, op, addr, value, compare, &result if fetch else NULL, t)
+        self._calls -= 1
         _check(st, f"atomic at {remote!r} addr={addr}")
         return result
 
@@ -752,11 +835,13 @@ cdef class Engine:
         cdef int32_t t = _timeout(timeout_ms)
         cdef Status st = 0
         cdef Py_ssize_t i, n = a.shape[0]
+        self._calls += 1
         with nogil:
             for i in range(n):
                 st = Atomic(self._h[0], cr, aop, a[i], v[i], 0, &o[i] if fetch else NULL, t)
                 if st != 0:
                     break
+        self._calls -= 1
         _check(st, f"atomic {op} at {remote!r} ({n} elements)")
         return out if fetch else None
 
@@ -772,8 +857,10 @@ cdef class Engine:
         cdef AscendString cr = _remote(remote)
         cdef void *p = NULL
         cdef Status st
+        self._calls += 1
         with nogil:
             st = RemotePtr(self._h[0], cr, raddr, n, p)
+        self._calls -= 1
         _check(st, f"RemotePtr({remote!r}, addr={remote_addr}, length={length})")
         return <uintptr_t>p
 
@@ -787,8 +874,10 @@ cdef class Engine:
         cdef void *p = NULL
         cdef void *pin = NULL
         cdef Status st
+        self._calls += 1
         with nogil:
             st = PinRemote(self._h[0], cr, raddr, n, p, pin)
+        self._calls -= 1
         _check(st, f"PinRemote({remote!r}, addr={remote_addr}, length={length})")
         cdef RemotePin out = RemotePin.__new__(RemotePin)
         out._pin, out.addr, out.length = pin, <uintptr_t>p, n
@@ -805,8 +894,10 @@ cdef class Engine:
         self._alive()
         cdef int32_t tmo = _timeout(timeout_ms)
         cdef Status st
+        self._calls += 1
         with nogil:
             st = WaitNotifies(self._h[0], tmo)
+        self._calls -= 1
         if st == 103905U:  # UNSUPPORTED
             return False
         _check(st, "WaitNotifies")
@@ -829,12 +920,30 @@ cdef class Engine:
                     regions=s.regions, endpoints=s.endpoints, accepted=s.accepted,
                     vectored_ops=s.vectored_ops, vectored_calls=s.vectored_calls)
 
+    def peer_dead(self, remote):
+        """True once the engine knows ``remote`` died (its connection lost,
+        or on this host its process gone); False while it looks alive or is
+        not connected. Asks nothing of the peer and consumes nothing: the
+        failure a later flush is to report stays for it (a liveness probe
+        asks this, not an empty flush). UnsupportedError on vendor HIXL."""
+        self._alive()
+        cdef AscendString cr = _remote(remote)
+        cdef PeerState state = PeerState.NOT_CONNECTED
+        cdef Status st
+        self._calls += 1
+        with nogil:
+            st = GetPeerState(self._h[0], cr, state)
+        self._calls -= 1
+        _check(st, f"GetPeerState({remote!r})")
+        return state == PeerState.DEAD
+
     def peer_stats(self, remote):
         """Counters of one peer as a dict."""
         self._alive()
         cdef PeerStats s
         _check(GetPeerStats(self._h[0], _remote(remote), s), f"GetPeerStats({remote!r})")
-        return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops)
+        return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops,
+                    answers_held=s.answers_held, detached=s.detached)
 
 
 ctypedef Status (*_PeerCall)(Hixl &, const AscendString &, int32_t) nogil
@@ -847,8 +956,10 @@ cdef int _peer_call(Engine eng, _PeerCall call, remote, timeout_ms, str what) ex
     cdef AscendString cr = _remote(remote)
     cdef int32_t t = _timeout(timeout_ms)
     cdef Status st
+    eng._calls += 1
     with nogil:
         st = call(eng._h[0], cr, t)
+    eng._calls -= 1
     return _check(st, f"{what}({remote!r})")
 
 
@@ -856,8 +967,10 @@ cdef int _post(Engine self, remote, object op, vector[TransferOpDesc] &v, bint l
     cdef AscendString cr = _remote(remote)
     cdef Status st
     cdef int cop = _opcode(op)
+    self._calls += 1
     with nogil:
         st = TransferPost(self._h[0], cr, <TransferOp>cop, v, MEM_DEVICE if local_device else MEM_HOST, False)
+    self._calls -= 1
     _check(st, f"TransferPost({remote!r}, {v.size()} blocks)")
     return 0
 

@@ -20,20 +20,23 @@ namespace hixl {
 namespace ext {
 constexpr const char *OPTION_JOB_TOKEN = "JobToken";
 constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
+constexpr const char *OPTION_ENGINE_ID = "EngineId";
 constexpr Status PEER_FAILURE = 503901U;
 constexpr size_t kShareMinBytes = static_cast<size_t>(-1);  // the vendor engine shares nothing
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
+enum class PeerState { CONNECTED, DEAD, NOT_CONNECTED };
 struct Stats {
   uint64_t bytes_written, bytes_read, transfer_ops, direct_ops, atomic_ops, notifies_sent, notifies_received,
       table_refreshes, regions, endpoints, accepted, vectored_ops, vectored_calls;
   uint8_t reserved[48];
 };
 struct PeerStats {
-  uint64_t bytes_written, bytes_read, ops;
-  uint8_t reserved[32];
+  uint64_t bytes_written, bytes_read, ops, answers_held, detached;
+  uint8_t reserved[16];
 };
 inline Status AllocMem(Hixl &, size_t, MemType, MemHandle &, void *&) { return UNSUPPORTED; }
 inline Status GetListenAddress(Hixl &, std::string &) { return UNSUPPORTED; }
+inline Status ConnectTo(Hixl &, const AscendString &, const AscendString &, int32_t) { return UNSUPPORTED; }
 inline Status WithdrawMem(Hixl &, MemHandle, void *&) { return UNSUPPORTED; }
 inline void ReleaseWithdrawn(void *) {}
 inline Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t) {
@@ -52,6 +55,7 @@ inline void ReleasePin(void *) {}
 inline Status RefreshPeer(Hixl &, const AscendString &, int32_t) { return UNSUPPORTED; }
 inline Status WaitNotifies(Hixl &, int32_t) { return UNSUPPORTED; }
 inline Status GetStats(Hixl &, Stats &) { return UNSUPPORTED; }
+inline Status GetPeerState(Hixl &, const AscendString &, PeerState &) { return UNSUPPORTED; }
 inline Status GetPeerStats(Hixl &, const AscendString &, PeerStats &) { return UNSUPPORTED; }
 inline std::string LastError() { return "vendor HIXL reports status codes only"; }
 }  // namespace ext

@@ -134,6 +134,7 @@ cdef class WindowState:
     # Each rank's control block where it is mapped here (its lock words:
     # ctrl.py's layout), or NULL; what keeps it mapped.
     cdef vector[uint64_t *] ctrl_word
+    cdef vector[uint64_t] ctrl_gen   # the mapping generation when ctrl_word[r] was taken
     cdef list ctrl_pins
     cdef Py_ssize_t comm_rank
     cdef uint64_t acc_owner  # this rank's accumulate-lock value: world rank + 1
@@ -187,6 +188,7 @@ cdef class WindowState:
         self.pending = [[] for _ in range(self.n)]
         self.posted = [None] * self.n
         self.ctrl_word.resize(self.n, NULL)
+        self.ctrl_gen.resize(self.n, 0)
         self.ctrl_pins = [None] * self.n
         self.targets = [Target.view(self, i) for i in range(self.n)]
         self.me = self.targets[comm_rank]
@@ -196,15 +198,40 @@ cdef class WindowState:
         """The window's name in messages: its name, else its key."""
         return self.name or self.key
 
-    cdef inline bint _live(self):
-        return self.n > 0 and self.engine is not None and self.engine._h != NULL
+    cdef inline int _enter(self) except -1:
+        """Count a call into the engine made without the GIL (Engine.finalize
+        waits for them); ParamError once the engine is finalized or closing."""
+        if self.engine is None or not self.engine._usable():
+            raise ParamError(f"window {self.label()}: its engine is finalized")
+        self.engine._calls += 1
+        return 0
 
-    def set_ctrl(self, Py_ssize_t rank, uintptr_t addr, keep=None):
+    cdef inline bint _live(self):
+        return self.n > 0 and self.engine is not None and self.engine._usable()
+
+    def set_ctrl(self, Py_ssize_t rank, uintptr_t addr, keep=None, uint64_t generation=0):
         """rank's control block is mapped here at ``addr`` (``keep`` keeps
-        it so): its lock words are taken with CPU atomics."""
+        it so; ``generation``: the engine's mapping generation read before
+        the pointer, as for set_ready): its lock words are taken with CPU
+        atomics."""
         if 0 <= rank < self.n:
             self.ctrl_word[rank] = <uint64_t *>addr
             self.ctrl_pins[rank] = keep
+            self.ctrl_gen[rank] = generation
+
+    cdef inline uint64_t *_ctrl(self, Py_ssize_t r):
+        """rank r's control block mapped here, or NULL. A mapping older than
+        the engine's mapping generation (a region withdrawn, a peer dead or
+        dropped) is not used: the Python layer takes the call, which finds
+        out, and maps it again (r is made ready again)."""
+        if self.ctrl_word[r] == NULL or r == self.comm_rank:
+            return self.ctrl_word[r]
+        if MappingGeneration(self.engine._h[0]) != self.ctrl_gen[r]:
+            self.ctrl_word[r] = NULL
+            self.ctrl_pins[r] = None
+            self.ready[r] = 0
+            return NULL
+        return self.ctrl_word[r]
 
     def has_ctrl(self, Py_ssize_t rank):
         return 0 <= rank < self.n and self.ctrl_word[rank] != NULL
@@ -373,9 +400,11 @@ cdef class WindowState:
             msg = (<char *>tags.data())[:8 * count]  # little-endian int64s (x86, aarch64)
             self._connect(r)
             nd = _notify_desc(self.notify_name, msg)
+            self._enter()
             with nogil:
                 st = PostNotify(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
                                 nd, tmo, queued)
+            self.engine._calls -= 1
         finally:
             self.notify_mu.unlock()
         if st != 0:
@@ -467,9 +496,11 @@ cdef class WindowState:
         A refusal is raised here, before anything is marked."""
         cdef Status st
         self._connect(r)
+        self._enter()
         with nogil:
             st = TransferPost(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
                               <TransferOp>op, v, local, detach)
+        self.engine._calls -= 1
         if st != 0:
             if what is not None:
                 self._raise(st, what, r, f" ({v.size()} block(s))" if v.size() != 1 else
@@ -559,7 +590,7 @@ cdef class WindowState:
         if not self._offset(target_disp, r, 8, &off) or (self.base[r] + off) % 8:
             return False
         if self.acc_locked[r]:
-            if self.ctrl_word[r] == NULL or not self._locked_atomic(r, off, code, value, cmp, &old):
+            if self._ctrl(r) == NULL or not self._locked_atomic(r, off, code, value, cmp, &old):
                 return False
             if result is not None:
                 _int64_store(result, old)
@@ -583,9 +614,11 @@ cdef class WindowState:
         else:
             aop = _FAST_OPS[code]
             tmo = _timeout(None)
+            self._enter()
             with nogil:
                 st = Atomic(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), aop,
                             self.base[r] + off, 0 if code == C_NOOP else value, cmp, &old, tmo)
+            self.engine._calls -= 1
             if st != 0:
                 # Raised, never redone: the atomic may have reached the target.
                 self._raise(st, "Compare_and_swap" if code == C_CSWAP else "Fetch_and_op" if result is not None
@@ -623,9 +656,11 @@ cdef class WindowState:
                 v[0].local_addr = <uintptr_t>&cur
                 v[0].remote_addr = self.base[r] + off
                 v[0].len = 8
+                self._enter()
                 with nogil:
                     st = self.engine._h.TransferSync(AscendString(self.addr[r].c_str(), self.addr[r].size()),
                                                   READ, v, tmo)
+                self.engine._calls -= 1
                 if st != 0:
                     self._raise(st, "accumulate (get under the target's accumulate lock)", r,
                                 f" (8 bytes at target offset {off})")
@@ -649,9 +684,11 @@ cdef class WindowState:
                     (<uint64_t *><uintptr_t>(self.base[r] + off))[0] = new
                 else:
                     v[0].local_addr = <uintptr_t>&new
+                    self._enter()
                     with nogil:
                         st = self.engine._h.TransferSync(AscendString(self.addr[r].c_str(), self.addr[r].size()),
                                                       WRITE, v, tmo)
+                    self.engine._calls -= 1
                     if st != 0:
                         # Raised, never redone: the put may have reached the target.
                         self._raise(st, "accumulate (put under the target's accumulate lock)", r,
@@ -714,7 +751,7 @@ cdef class WindowState:
                 or (self.fence_open and self.fence_used)):
             return False
         r = <Py_ssize_t>target_rank
-        if r < 0 or r >= self.n or self.ctrl_word[r] == NULL or r in self._locks:
+        if r < 0 or r >= self.n or r in self._locks or self._ctrl(r) == NULL:
             return False
         if lock_type == _LOCK_EXCLUSIVE_C:
             exclusive = True
@@ -737,7 +774,7 @@ cdef class WindowState:
         if type(target_rank) is not int or not self._live():
             return False
         r = <Py_ssize_t>target_rank
-        if r < 0 or r >= self.n or self.ctrl_word[r] == NULL:
+        if r < 0 or r >= self.n or self._ctrl(r) == NULL:
             return False
         entry = self._locks.get(r)
         if entry is None or not entry[1]:
@@ -780,8 +817,10 @@ cdef class WindowState:
         """Complete the engine operations posted to r, or raise (the
         operations stay pending: a later flush may still complete them)."""
         cdef Status st
+        self._enter()
         with nogil:
             st = Flush(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
+        self.engine._calls -= 1
         if st != 0:
             self._raise(st, what, r, "")
         self._completed(r)
@@ -951,8 +990,14 @@ cdef extern from *:
         }
       }
     }
+
+    static inline void hixl_pause_ms(int ms) {
+      struct timespec ts = {0, ms * 1000000L};
+      nanosleep(&ts, NULL);
+    }
     """
     double hixl_now_s() nogil
+    void hixl_pause_ms(int ms) nogil
     Py_ssize_t hixl_fence_wait(uint64_t **words, size_t n, uint64_t seq, long long budget_ns) nogil
     void hixl_relax(int tries) nogil
 
@@ -1040,8 +1085,12 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
     """Put_batch / Get_batch of the common case: a contiguous origin buffer
     with (n, 2) int64 (offset, length) rows and n int64 target displacements,
     every block inside the origin and the window. Checked and posted in one
-    C loop without the GIL (no per-block Python work); False, with nothing
-    moved, for anything else: the Python layer then raises the precise error."""
+    C loop without the GIL (no per-block Python work). Posted, it returns the
+    origin's buffer export, which the caller keeps until the flush that
+    completes the batch (the engine reads or writes the origin until then:
+    its copy thread, UCX's zero-copy lanes; held, a bytearray cannot resize
+    under them). False, with nothing moved, for anything else: the Python
+    layer then raises the precise error."""
     cdef Py_buffer view
     cdef const int64_t[:, ::1] offs
     cdef const int64_t[::1] d
@@ -1053,7 +1102,8 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
     cdef Status st = 0
     cdef AscendString cr
     cdef int cop = _opcode(op)
-    if eng._h == NULL or unit == 0 or not (_int64_array(offsets, 2) and _int64_array(disps, 1)):
+    cdef _Export export = None
+    if not eng._usable() or unit == 0 or not (_int64_array(offsets, 2) and _int64_array(disps, 1)):
         return False
     offs = offsets
     d = disps
@@ -1068,6 +1118,7 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
         if view.format != NULL and strchr(view.format, b'O') != NULL:
             return False
         max_disp = size // unit
+        eng._calls += 1
         with nogil:
             v.resize(n)
             for i in range(n):
@@ -1089,9 +1140,14 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
                 # A Put_batch is posted (complete at the flush): its large
                 # copies into mapped memory go to the engine's copy thread.
                 st = TransferPost(eng._h[0], cr, <TransferOp>cop, v, MEM_HOST, cop == WRITE)
+        eng._calls -= 1
         if not ok:
             return False
         _check(st, f"TransferPost({remote!r}, {n} blocks)")
-        return True
+        export = _Export.__new__(_Export)
+        export.view = view  # the export moves into it: released at completion, not here
+        export.held = True
+        return export
     finally:
-        PyBuffer_Release(&view)
+        if export is None:
+            PyBuffer_Release(&view)

@@ -26,9 +26,12 @@ class Batches:
             # The common case, checked and posted in C; anything out of the
             # ordinary is left to the full checks below.
             w.check_mode(t, op, what)
-            if _engine.post_batch(w.engine, t.addr, op, origin_blocks[0], origin_blocks[1], target_disps,
-                                  t.disp_unit, t.base, t.size):
-                w.mark_dirty(t.rank, origin_blocks[0])
+            # Posted: the origin's export, held until the flush (the engine
+            # reads the origin until then; a resize would move it away).
+            export = _engine.post_batch(w.engine, t.addr, op, origin_blocks[0], origin_blocks[1], target_disps,
+                                        t.disp_unit, t.base, t.size)
+            if export:
+                w.mark_dirty(t.rank, export)
                 if tag is not None:
                     self.notifications.notify(target_rank, tag)
                 return

@@ -318,7 +318,7 @@ class WindowCore(_engine.WindowState):
         if not self.has_ctrl(t.rank):
             try:  # its lock words, for the hot Lock/Unlock and locked accumulates
                 pin = self.engine.pin_remote(addr, t.ctrl, CTRL.nbytes(self.comm.size))
-                self.set_ctrl(t.rank, pin.addr, pin)
+                self.set_ctrl(t.rank, pin.addr, pin, generation)
             except HixlError:
                 pass  # not on this node (or not mapped): the engine's atomics take them
 

@@ -20,7 +20,7 @@ from . import _engine
 from . import config
 from . import netif
 from .errors import (ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, PeerFailure,
-                     ResourceError)
+                     ResourceError, UnsupportedError)
 
 _lock = threading.RLock()
 _state = None
@@ -62,7 +62,10 @@ class _Runtime:
             os.environ["UCX_NET_DEVICES"] = devices  # this engine's UCX context only: MPI's is made
         self.engine = _engine.Engine(
             f"{listen}:{0 if _engine.HAS_EXTENSIONS else _free_port(listen)}",
-            {_engine.OPTION_JOB_TOKEN: token, _engine.OPTION_TIMEOUT_MS: str(self.timeout_ms)})
+            {_engine.OPTION_JOB_TOKEN: token, _engine.OPTION_TIMEOUT_MS: str(self.timeout_ms),
+             # proven in every handshake: a rank connecting to "rank N" gets rank N's engine, not
+             # another of the job's that answers at an address advertised for it
+             _engine.OPTION_ENGINE_ID: _engine_id(self.rank)})
         port = self.engine.address.rsplit(":", 1)[1]
         # host name, pid and pid namespace (a same-host peer's process can
         # be checked for), and the engine's addresses
@@ -108,7 +111,8 @@ class _Runtime:
             # all but the last get a share of the timeout.
             last = i == len(candidates) - 1
             try:
-                self.engine.connect(addr, self.timeout_ms if last else min(self.timeout_ms, _TRY_MS))
+                self.engine.connect(addr, self.timeout_ms if last else min(self.timeout_ms, _TRY_MS),
+                                    expect=_engine_id(world_rank))
             except NotConnectedError as exc:
                 tried.append(f"{addr}: {exc}")
                 continue
@@ -183,14 +187,24 @@ class _Runtime:
                 self.dead[world_rank] = f"its process (pid {self.pids[world_rank]} on this host) is gone"
                 return True
             return False
+        addr = self.addresses[world_rank]
         try:
-            self.engine.flush(self.addresses[world_rank], 100)
-        except PeerFailure as exc:
-            self.dead[world_rank] = str(exc)
-            return True
-        except HixlError:
-            pass  # busy or slow is not dead: the caller's timeout decides
-        return False
+            # Asks nothing of the peer and consumes nothing (a failure the
+            # next Flush is to raise stays for it).
+            if not self.engine.peer_dead(addr):
+                return False
+        except UnsupportedError:  # vendor HIXL: an empty flush tells
+            try:
+                self.engine.flush(addr, 100)
+                return False
+            except PeerFailure:
+                pass
+            except HixlError:
+                return False  # busy or slow is not dead: the caller's timeout decides
+        self.hear_finalizing()
+        self.dead[world_rank] = (f"it has finalized (its engine {addr} closed)" if world_rank in self.finalizing
+                                 else f"its connection to this rank (engine {addr}) was lost")
+        return True
 
     def _process_gone(self, world_rank):
         """A rank of this host and pid namespace whose process has ended (a
@@ -267,6 +281,11 @@ def _record(text):
     out = np.zeros(_RECORD_BYTES, np.uint8)
     out[:len(raw)] = np.frombuffer(raw, np.uint8)
     return out
+
+
+def _engine_id(world_rank):
+    """The engine id of a rank (option EngineId), unique in the job."""
+    return f"rank{world_rank}"
 
 
 def _pid_namespace():

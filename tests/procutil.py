@@ -24,6 +24,17 @@ def run(cmd, env=None, timeout=60, cwd=None):
     return p.returncode, out
 
 
+def finish(proc, done_path, timeout=30):
+    """Tell a test's server process to end (it waits for ``done_path``) and
+    reap it, killed if it has not ended within ``timeout`` seconds."""
+    open(done_path, "w").close()
+    try:
+        proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+
+
 def simhosts():
     """scripts/simhosts.py (the simulated hosts) as a module."""
     path = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "simhosts.py"
@@ -68,4 +79,34 @@ FILES = textwrap.dedent('''
         wait_file(path, timeout)
         with open(path) as f:
             return json.load(f)
+''')
+
+
+#: ``listeners(pid="self")``: the (address, port) of every TCP socket the
+#: process listens on (its own sockets only, from /proc), for the tests of
+#: what a process exposes; the scripts of those tests include it as is.
+LISTENERS = textwrap.dedent('''
+    def listeners(pid="self"):
+        import os, socket
+        inodes = set()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                inodes.add(int(link[8:-1]))
+        out = []
+        for family, table in ((socket.AF_INET, "tcp"), (socket.AF_INET6, "tcp6")):
+            with open(f"/proc/{pid}/net/{table}") as f:
+                rows = f.read().splitlines()[1:]
+            for row in rows:
+                col = row.split()
+                if col[3] != "0A" or int(col[9]) not in inodes:  # 0A: LISTEN
+                    continue
+                addr, port = col[1].split(":")
+                raw = bytes.fromhex(addr)
+                raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+                out.append((socket.inet_ntop(family, raw), int(port, 16)))
+        return out
 ''')

@@ -7,6 +7,7 @@ KV-cache demo and the address errors hold there. Needs root and ``ip``."""
 import os
 import pathlib
 import re
+import subprocess
 import sys
 import textwrap
 import time
@@ -140,3 +141,68 @@ def test_kv_cache_demo_across_hosts(hosts, mode):
                                 "--blocks", "8", "--block-kib", "64", "--mode", mode], 2, "1,1", timeout=180,
                                env=_env()), f"kv demo ({mode})")
     assert out.count("verification: PASSED") == 1 and "FAILED" not in out, out
+
+
+EXPOSED_SERVER = textwrap.dedent(r'''
+    import json, os, sys, time
+''') + procutil.LISTENERS + textwrap.dedent(r'''
+    import hixl_rma
+    before = set(listeners())
+    e = hixl_rma.Engine(sys.argv[2] + ":0", {"JobToken": "exposure-test-token-0123456789"})
+    control = int(e.address.rsplit(":", 1)[1])
+    ucx = sorted(set(listeners()) - before - {(sys.argv[2], control)})
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        json.dump(dict(control=control, ucx=ucx), f)
+    os.replace(sys.argv[1] + ".tmp", sys.argv[1])
+    deadline = time.monotonic() + 60
+    while not os.path.exists(sys.argv[1] + ".done") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    e.finalize()
+''')
+
+EXPOSED_STRANGER = textwrap.dedent(r'''
+    import json, socket, sys
+    info = json.load(open(sys.argv[1]))
+    reached = []
+    for addr, port in info["ucx"]:
+        s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
+        s.settimeout(3)
+        try:
+            s.connect((addr, port))
+            reached.append([addr, port])
+        except OSError:
+            pass
+        finally:
+            s.close()
+    print(json.dumps(reached))
+''')
+
+
+def test_ucx_listeners_across_hosts_are_reachable_by_strangers(hosts, tmp_path):
+    """Issue 23.6, the residual exposure the README states: an engine that
+    serves other hosts listens, besides its token-guarded control port, on
+    UCX's own tcp ports on its interface; a process on another host reaches
+    them with a plain TCP connect, which no job token guards (UCX has no
+    authentication). Loopback stays out of it: only the chosen interface."""
+    import json
+    info = str(tmp_path / "exposed.json")
+    (tmp_path / "server.py").write_text(EXPOSED_SERVER)
+    (tmp_path / "stranger.py").write_text(EXPOSED_STRANGER)
+    h0 = hosts.hosts[0]["ip"]
+    server = subprocess.Popen(simhosts.enter(hosts.hosts[0]) + [sys.executable, str(tmp_path / "server.py"), info, h0],
+                              env=_env(UCX_NET_DEVICES="eth0"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(info):
+            assert server.poll() is None and time.monotonic() < deadline, server.stdout.read()
+            time.sleep(0.05)
+        exposed = json.load(open(info))
+        assert exposed["ucx"], "UCX opened no tcp listener (no tcp transport?)"
+        assert all(addr == h0 for addr, _ in exposed["ucx"]), exposed
+        p = hosts.run(1, [sys.executable, str(tmp_path / "stranger.py"), info], env=_env(), capture_output=True,
+                      text=True, timeout=60)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert json.loads(p.stdout.splitlines()[-1]) == exposed["ucx"]
+    finally:
+        procutil.finish(server, info + ".done")

@@ -7,6 +7,7 @@ mapping of engine-allocated memory, exactly as between two processes.
 
 import ctypes
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -845,7 +846,7 @@ def test_peer_finalized_is_peer_failure(pair):
     a.register_mem(src)
     a.transfer_sync(b.address, WRITE, [(addr(src), addr(buf), 64)])
     b.finalize()
-    # the control connection drops: the origin learns of it without hanging
+    # it tells its clients it goes: the origin learns of it without hanging
     t0 = time.monotonic()
     err = None
     while time.monotonic() - t0 < 5:
@@ -856,7 +857,7 @@ def test_peer_finalized_is_peer_failure(pair):
             break
         time.sleep(0.01)
     assert isinstance(err, PeerFailure), err
-    assert "lost" in str(err) or "died" in str(err)
+    assert "finalized" in str(err)  # it said so (BYE) before its connection dropped
 
 
 def test_disconnect_under_running_transfers_is_a_clean_error():
@@ -1074,7 +1075,8 @@ def test_stats_return_to_start():
         a.transfer_sync(b.address, WRITE, [(hs[0].addr, addr(tb), 64)])
         ps = a.peer_stats(b.address)
         assert ps["bytes_written"] == 64 and ps["ops"] == 1
-        assert a.peer_stats(c.address) == {"bytes_written": 0, "bytes_read": 0, "ops": 0}
+        assert a.peer_stats(c.address) == {"bytes_written": 0, "bytes_read": 0, "ops": 0, "answers_held": 0,
+                                           "detached": 0}
         for h in hs:
             a.deregister_mem(h)
         a.disconnect(b.address)
@@ -1108,3 +1110,30 @@ def test_table_refresh_on_new_region(pair):
     assert a.stats()["table_refreshes"] == before + 1
     a.transfer_sync(b.address, WRITE, [(addr(src), addr(late), 256)])
     assert a.stats()["table_refreshes"] == before + 1  # cached now
+
+
+@pytest.mark.parametrize("kind", ["registered", "allocated"])
+def test_a_finalized_engine_tells_its_clients_why(kind):
+    """Finalize sends BYE to the connected clients: their next calls on it
+    fail with PeerFailure naming the finalize, not "not registered" or a
+    lost connection, and a pointer cached into its mapped memory is dropped
+    (the mapping generation moved)."""
+    a, b = hixl_rma.Engine(), hixl_rma.Engine()
+    try:
+        t = Target(b, 4096, kind)
+        src = np.full(64, 7, np.uint8)
+        a.register_mem(src)
+        a.connect(b.address)
+        a.transfer_sync(b.address, WRITE, [(addr(src), t.base, 64)])
+        generation = a.mapping_generation()
+        where = b.address
+        b.finalize()
+        assert wait_until(lambda: a.peer_dead(where))
+        assert a.mapping_generation() != generation
+        with pytest.raises(PeerFailure, match=f"the engine at {re.escape(where)} finalized"):
+            a.transfer_sync(where, WRITE, [(addr(src), t.base, 64)])
+        with pytest.raises(PeerFailure, match="finalized"):
+            a.flush(where)
+    finally:
+        a.finalize()
+        b.finalize()

@@ -632,12 +632,7 @@ def test_strangers_against_a_rank_at_its_descriptor_limit(tmp_path, tls, fill):
         for e in (peer, fresh):
             if e is not None:
                 e.finalize()
-        open(info + ".done", "w").close()
-        try:
-            server.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        procutil.finish(server, info + ".done")
 
 
 STARVE_SCRIPT = textwrap.dedent(r'''

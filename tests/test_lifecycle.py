@@ -9,6 +9,7 @@ Connect closes its socket once.
 import hashlib
 import hmac
 import os
+import resource
 import socket
 import struct
 import threading
@@ -25,7 +26,7 @@ from test_security import fields  # the control protocol's length-prefixed field
 pytestmark = pytest.mark.timeout(120)
 
 TOKEN = b"lifecycle-token-0123456789abcdef"
-MAGIC, VERSION = 0x4D525848, 2
+MAGIC, VERSION = 0x4D525848, 3
 HELLO, HELLO_OK, REJECT, TABLE_REQ, TABLE_RESP, INVALIDATE, INVALIDATE_ACK, BYE, CHALLENGE, PROOF = range(1, 11)
 HEADER = struct.Struct("<IHHIIQ")
 
@@ -44,7 +45,9 @@ def field(b):
 
 
 def proof(role, client_nonce, server_nonce, port):
-    msg = b"hixl-rma control v2 " + role + b"\0" + client_nonce + server_nonce + struct.pack("<I", port)
+    # Engine ids (EngineId) are empty here: a u32 length of 0, no bytes.
+    msg = (b"hixl-rma control v3 " + role + b"\0" + struct.pack("<I", 0) + client_nonce + server_nonce
+           + struct.pack("<I", port))
     return hmac.new(TOKEN, msg, hashlib.sha256).digest()
 
 
@@ -110,11 +113,12 @@ class Proxy:
         _, payload, _ = read_frame(c)
         client_nonce = fields(payload)[0]
         my_nonce = os.urandom(32)
-        c.sendall(frame(CHALLENGE, field(my_nonce) + field(proof(b"server", client_nonce, my_nonce, self.port))))
+        c.sendall(frame(CHALLENGE, field(my_nonce) + field(b"") +
+                        field(proof(b"server", client_nonce, my_nonce, self.port))))
         read_frame(c)  # its proof (the engine checks it, we need not)
         # server side: we are its client
         nonce = os.urandom(32)
-        s.sendall(frame(HELLO, field(nonce) + field(b"proxy")))
+        s.sendall(frame(HELLO, field(nonce) + field(b"proxy") + field(b"")))
         _, challenge, _ = read_frame(s)
         server_nonce = fields(challenge)[0]
         s.sendall(frame(PROOF, field(proof(b"client", nonce, server_nonce, self.server[1]))))
@@ -283,3 +287,144 @@ def test_failed_connect_closes_its_socket_once():
         for r, w in pipes:
             os.close(r)
             os.close(w)
+
+
+FINALIZE_RACE = r'''
+import sys, threading, time
+import numpy as np
+import hixl_rma
+from hixl_rma.errors import ParamError
+
+outcomes = {"refused": 0, "done": 0}
+for round_ in range(int(sys.argv[1])):
+    a, b = hixl_rma.Engine(), hixl_rma.Engine()
+    mem = b.alloc_mem(1 << 20)
+    a.connect(b.address)
+    src = np.ones(1 << 20, np.uint8)
+    a.register_mem(src)
+    stop = False
+
+    def hammer(kind):
+        # Calls that run without the GIL while the main thread finalizes a.
+        while not stop:
+            try:
+                if kind == 0:
+                    a.get_notifies()
+                elif kind == 1:
+                    a.wait_notifies(20)
+                elif kind == 2:
+                    a.transfer_sync(b.address, hixl_rma.WRITE, [(src.ctypes.data, mem.addr, 1 << 20)])
+                else:
+                    a.flush(b.address)
+                outcomes["done"] += 1
+            except ParamError as exc:
+                assert "finalize" in str(exc), exc
+                outcomes["refused"] += 1
+                return
+
+    threads = [threading.Thread(target=hammer, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(0.02)
+    a.finalize()  # waits for the calls in flight, refuses new ones
+    stop = True
+    for t in threads:
+        t.join(30)
+        assert not t.is_alive()
+    b.finalize()
+print("OK", outcomes)
+'''
+
+
+def test_finalize_waits_for_calls_in_flight_in_other_threads(tmp_path):
+    """Issue 23.13: four threads keep calling the engine without the GIL
+    (get_notifies, wait_notifies, transfer_sync, flush) while the main
+    thread finalizes it: finalize waits for the calls in flight, later calls
+    raise ParamError ("finalized"), and nothing crashes (20 rounds)."""
+    import subprocess
+    import sys
+    script = tmp_path / "race.py"
+    script.write_text(FINALIZE_RACE)
+    p = subprocess.run([sys.executable, str(script), "20"], capture_output=True, text=True, timeout=100)
+    assert p.returncode == 0, f"rc {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    assert p.stdout.startswith("OK"), p.stdout
+
+
+def test_finalize_waits_only_as_long_as_it_is_told():
+    """A call that outlasts finalize's bound: finalize raises HixlTimeoutError
+    naming it, the engine stays usable, and a later finalize completes."""
+    a = hixl_rma.Engine()
+    t = threading.Thread(target=a.wait_notifies, args=(1500,))
+    t.start()
+    time.sleep(0.1)
+    with pytest.raises(hixl_rma.errors.HixlTimeoutError, match="1 engine call"):
+        a.finalize(timeout_ms=200)
+    assert not a.finalized
+    a.stats()  # still usable
+    t.join(10)
+    a.finalize(timeout_ms=200)
+    assert a.finalized
+
+
+def _exchange(a, b):
+    """One write from a to b, checked: the connection works."""
+    dst = np.zeros(4096, np.uint8)
+    b.register_mem(dst)
+    src = np.arange(4096, dtype=np.uint32).astype(np.uint8)
+    a.register_mem(src)
+    a.transfer_sync(b.address, WRITE, [(src.ctypes.data, dst.ctypes.data, 4096)])
+    assert np.array_equal(dst, src)
+
+
+def test_a_refused_connect_is_retryable():
+    """Issue 23.5 (engine part): a connect refused because nothing listened
+    there yet leaves nothing behind; once the engine is up, the same connect
+    works."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # free, nobody listens
+    a = hixl_rma.Engine()
+    b = None
+    try:
+        with pytest.raises(hixl_rma.errors.NotConnectedError):
+            a.connect(f"127.0.0.1:{port}", 500)
+        assert a.stats()["endpoints"] == 0
+        b = hixl_rma.Engine(f"127.0.0.1:{port}")
+        a.connect(b.address, 5000)
+        _exchange(a, b)
+    finally:
+        a.finalize()
+        if b is not None:
+            b.finalize()
+
+
+def test_a_connect_failed_for_want_of_descriptors_is_retryable():
+    """Issue 23.5 (engine part): with the process out of file descriptors a
+    connect fails (both ends are this process: the client cannot open its
+    socket, the server cannot accept); with descriptors back, the next
+    connect works and so does the connection."""
+    a, b = hixl_rma.Engine(), hixl_rma.Engine()
+    fillers = []
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 4096), hard))
+        try:
+            while True:
+                fillers.append(os.open("/dev/null", os.O_RDONLY))
+        except OSError:
+            pass
+        with pytest.raises(HixlError):
+            a.connect(b.address, 500)
+        for fd in fillers:
+            os.close(fd)
+        fillers = []
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert a.stats()["endpoints"] == 0
+        a.connect(b.address, 5000)
+        _exchange(a, b)
+    finally:
+        for fd in fillers:
+            os.close(fd)
+        a.finalize()
+        b.finalize()

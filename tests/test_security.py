@@ -8,12 +8,13 @@ frame header, never a byte of the memory table or of the memory, nothing is
 written, and the engine keeps serving its real peer.
 
 Frame format (src/engine/wire.h), little-endian: u32 magic 0x4d525848
-("HXRM"), u16 version 2, u16 type, u32 payload length, u32 reserved, u64
+("HXRM"), u16 version 3, u16 type, u32 payload length, u32 reserved, u64
 request id; a field is u32-length-prefixed bytes. Handshake (auth.h): HELLO
-(client nonce, client name) -> CHALLENGE (server nonce, server proof) ->
-PROOF (client proof) -> HELLO_OK or REJECT; a proof is HMAC-SHA-256 under the
-token of "hixl-rma control v2 <role>\0" + client nonce + server nonce +
-u32 port (the server's listening port). The token itself is never sent.
+(client nonce, client name, client id) -> CHALLENGE (server nonce, server id,
+server proof) -> PROOF (client proof) -> HELLO_OK or REJECT; a proof is
+HMAC-SHA-256 under the token of "hixl-rma control v3 <role>\0" + u32 id
+length + id (the prover's engine id, option EngineId) + client nonce + server
+nonce + u32 port (the server's listening port). The token itself is never sent.
 """
 
 import hashlib
@@ -22,6 +23,7 @@ import os
 import resource
 import socket
 import struct
+import textwrap
 import time
 
 import numpy as np
@@ -30,12 +32,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hixl_rma
+import procutil
 from hixl_rma import READ, WRITE
 from hixl_rma.errors import HixlError, NotConnectedError
 
 pytestmark = pytest.mark.timeout(120)
 
-MAGIC, VERSION = 0x4D525848, 2
+MAGIC, VERSION = 0x4D525848, 3
 HELLO, HELLO_OK, REJECT, TABLE_REQ, TABLE_RESP, INVALIDATE, INVALIDATE_ACK, BYE, CHALLENGE, PROOF = range(1, 11)
 HEADER = struct.Struct("<IHHIIQ")
 TOKEN = "a3f9c2d1e8b7a6f5a3f9c2d1e8b7a6f5"
@@ -56,12 +59,13 @@ def field(b, length=None):
 NONCE = b"N" * 32
 
 
-def hello(nonce=NONCE, name=b"stranger:1"):
-    return frame(HELLO, field(nonce) + field(name))
+def hello(nonce=NONCE, name=b"stranger:1", id_=b""):
+    return frame(HELLO, field(nonce) + field(name) + field(id_))
 
 
-def proof(token, role, client_nonce, server_nonce, port):
-    msg = b"hixl-rma control v2 " + role + b"\0" + client_nonce + server_nonce + struct.pack("<I", port)
+def proof(token, role, id_, client_nonce, server_nonce, port):
+    msg = (b"hixl-rma control v3 " + role + b"\0" + struct.pack("<I", len(id_)) + id_ + client_nonce + server_nonce
+           + struct.pack("<I", port))
     return hmac.new(token, msg, hashlib.sha256).digest()
 
 
@@ -177,11 +181,11 @@ def assert_learned_nothing(server, received, client_nonce=NONCE):
     assert [t for t, _ in got] in ([], [CHALLENGE], [REJECT], [CHALLENGE, REJECT]), got
     for type_, payload in got:
         if type_ == CHALLENGE:
-            server_nonce, server_proof = fields(payload)
-            assert len(server_nonce) == 32 and len(payload) == 72
+            server_nonce, server_id, server_proof = fields(payload)
+            assert len(server_nonce) == 32 and server_id == b"" and len(payload) == 76
             # the server proves the token over both nonces, and shows nothing else
             if client_nonce is not None:
-                assert server_proof == proof(TOKEN.encode(), b"server", client_nonce, server_nonce, server.port)
+                assert server_proof == proof(TOKEN.encode(), b"server", b"", client_nonce, server_nonce, server.port)
         else:
             assert payload == b""
     for k in range(0, len(PATTERN) - 4):
@@ -209,8 +213,8 @@ def handshake(server, token, client_nonce=NONCE):
         s.sendall(hello(client_nonce))
         type_, challenge = read_frame(s)
         assert type_ == CHALLENGE
-        server_nonce, _ = fields(challenge)
-        s.sendall(frame(PROOF, field(proof(token, b"client", client_nonce, server_nonce, server.port))))
+        server_nonce = fields(challenge)[0]
+        s.sendall(frame(PROOF, field(proof(token, b"client", b"", client_nonce, server_nonce, server.port))))
         answer = read_frame(s)
         if answer is not None and answer[0] == REJECT:
             assert read_frame(s) is None  # and then it closes
@@ -271,7 +275,7 @@ def test_server_proof_is_bound_to_the_nonces(server):
         received, _ = stranger(server, hello(nonce))
         assert_learned_nothing(server, received, client_nonce=nonce)
         (_, payload), = frames(received)
-        seen.add(fields(payload)[1])
+        seen.add(fields(payload)[2])
     assert len(seen) == 2
 
 
@@ -322,7 +326,7 @@ class FakeServer:
 
 
 def _bogus_challenge(hello_frame, conn):
-    return [frame(CHALLENGE, field(b"S" * 32) + field(b"\0" * 32))]
+    return [frame(CHALLENGE, field(b"S" * 32) + field(b"") + field(b"\0" * 32))]
 
 
 def test_client_checks_the_server_first_and_never_sends_the_token():
@@ -374,8 +378,8 @@ def test_claimed_pid_must_hold_the_connection():
         _, payload = hello_frame
         client_nonce = fields(payload)[0]
         server_nonce = b"S" * 32
-        yield frame(CHALLENGE, field(server_nonce) +
-                    field(proof(TOKEN.encode(), b"server", client_nonce, server_nonce, port_box["port"])))
+        yield frame(CHALLENGE, field(server_nonce) + field(b"") +
+                    field(proof(TOKEN.encode(), b"server", b"", client_nonce, server_nonce, port_box["port"])))
         read_frame(conn)  # the client's proof
         yield frame(HELLO_OK, field(b"not-a-worker-address") + _identity(bystander.pid) + struct.pack("<I", 0))
 
@@ -547,3 +551,91 @@ def test_engine_alive_after_fuzz(server):
         fresh.finalize()
     # no stranger is left among the accepted (authenticated) connections
     assert wait_until(lambda: server.engine.stats()["accepted"] == 1)
+
+
+def test_connect_gets_the_engine_it_names_not_another_of_the_job():
+    """Issue 23.9: two engines of one job (same token) answer at the
+    addresses a rank advertised; the connector names the engine it wants
+    (its EngineId, the rank) and is refused by the other one -- told nothing,
+    connected to nothing -- then connects to the right one, as the runtime
+    tries a rank's addresses in turn."""
+    mk = lambda i: hixl_rma.Engine(options={"JobToken": TOKEN, "EngineId": f"rank {i}"})
+    a, b, c = mk(0), mk(1), mk(2)
+    try:
+        with pytest.raises(HixlError, match="is 'rank 1' of this job, not 'rank 2'") as exc:
+            a.connect(b.address, 3000, expect="rank 2")
+        assert exc.value.status == hixl_rma.errors.FAILED
+        assert a.stats()["endpoints"] == 0
+        assert wait_until(lambda: b.stats()["accepted"] == 0)
+        for addr in (b.address, c.address):  # the runtime's loop over rank 2's candidates
+            try:
+                a.connect(addr, 3000, expect="rank 2")
+                break
+            except HixlError:
+                continue
+        assert a.stats()["endpoints"] == 1
+        a.peer_stats(c.address)  # connected there, and only there
+        with pytest.raises(NotConnectedError):
+            a.peer_stats(b.address)
+        a.connect(b.address, 3000, expect=b"rank 1")  # the refusal left nothing behind
+        assert a.stats()["endpoints"] == 2
+    finally:
+        for e in (a, b, c):
+            e.finalize()
+
+
+def test_the_server_proof_covers_its_engine_id():
+    """The challenge names the server's id, and its proof is over that id: a
+    proof made for another id does not check."""
+    e = hixl_rma.Engine(options={"JobToken": TOKEN, "EngineId": "rank 7"})
+    try:
+        host, port = e.address.rsplit(":", 1)
+        s = socket.create_connection((host, int(port)), timeout=8)
+        try:
+            s.sendall(hello(NONCE))
+            type_, challenge = read_frame(s)
+        finally:
+            s.close()
+        server_nonce, server_id, server_proof = fields(challenge)
+        assert type_ == CHALLENGE and server_id == b"rank 7"
+        assert server_proof == proof(TOKEN.encode(), b"server", b"rank 7", NONCE, server_nonce, int(port))
+        assert server_proof != proof(TOKEN.encode(), b"server", b"rank 6", NONCE, server_nonce, int(port))
+    finally:
+        e.finalize()
+
+
+def test_engine_id_is_checked():
+    with pytest.raises(hixl_rma.errors.ParamError, match="EngineId"):
+        hixl_rma.Engine(options={"JobToken": TOKEN, "EngineId": "x" * 300})
+
+
+EXPOSED = textwrap.dedent(r'''
+    import json, sys
+''') + procutil.LISTENERS + textwrap.dedent(r'''
+    import hixl_rma
+    from mpi4py import MPI  # (MPI is initialized at its first use: its listeners come first)
+    before = set(listeners())  # MPI's own, if it made any: not this engine's
+    e = hixl_rma.Engine("127.0.0.1:0")
+    print(json.dumps(sorted(set(listeners()) - before)))
+    e.finalize()
+''')
+
+
+@pytest.mark.parametrize("tls", [None, "tcp"])
+def test_a_loopback_engine_listens_on_loopback_only(tmp_path, tls):
+    """Issue 23.6: an engine asked to listen on 127.0.0.1 (every rank on this
+    host) opens UCX's own tcp listeners on loopback too, not on every
+    interface: its data plane is reachable from this host only."""
+    import json
+    import subprocess
+    import sys
+    script = tmp_path / "exposed.py"
+    script.write_text(EXPOSED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("UCX_", "HIXL_RMA_"))}
+    if tls:
+        env["UCX_TLS"] = tls
+    p = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    opened = json.loads(p.stdout.splitlines()[-1])
+    assert opened, "the engine listens at least on its control port"
+    assert all(addr in ("127.0.0.1", "::1") for addr, _ in opened), opened

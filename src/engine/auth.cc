@@ -216,11 +216,14 @@ std::string MakeNonce() {
   return n;
 }
 
-std::string Proof(const std::string &token, const char *role, const std::string &client_nonce,
+std::string Proof(const std::string &token, const char *role, const std::string &id, const std::string &client_nonce,
                   const std::string &server_nonce, uint32_t port) {
-  std::string msg = "hixl-rma control v2 ";
+  std::string msg = "hixl-rma control v3 ";
   msg += role;
   msg.push_back('\0');
+  const uint32_t id_len = static_cast<uint32_t>(id.size());
+  msg.append(reinterpret_cast<const char *>(&id_len), sizeof(id_len));
+  msg += id;
   msg += client_nonce;
   msg += server_nonce;
   msg.append(reinterpret_cast<const char *>(&port), sizeof(port));

@@ -17,6 +17,7 @@
 
 #include "auth.h"
 #include "prefault.h"
+#include "share.h"
 #include "status.h"
 #include "ucx_env.h"
 
@@ -44,6 +45,7 @@ constexpr size_t kMaxQueued = 64U << 20;
 /// A refused connect is tried again within the timeout, but for this long at most.
 constexpr auto kRefusedRetryFor = std::chrono::milliseconds(300);
 constexpr int32_t kFinalizeTeardownMs = 2000;
+constexpr int32_t kByeMs = 200;  // the most Finalize spends telling its clients it goes
 constexpr int kNoRetry = 0, kRetryRefused = 1, kRetryDropped = 2;
 constexpr int32_t kFailedConnectTeardownMs = 1000;
 /// The progress thread's poll window never stretches beyond this.
@@ -72,8 +74,12 @@ Status ControlPlane::Start(const HostPort &local) {
       if (armed) self->Stop();
     }
   } guard{this};
+  // A loopback engine keeps UCX's own network listeners on loopback too:
+  // its data plane is then reachable from this host only, as its control
+  // socket is.
+  const bool loopback = local.port >= 0 && IsLoopback(local);
   try {
-    worker_ = std::make_shared<Worker>(std::make_shared<Context>());
+    worker_ = std::make_shared<Worker>(std::make_shared<Context>(UcxNetDevicesFor(loopback)));
   } catch (ucs_status_t s) {
     return FromUcs(s, "UCX initialization failed");
   }
@@ -113,7 +119,10 @@ Status ControlPlane::Start(const HostPort &local) {
     listen_address_ = local.host;
   }
   running_ = true;
-  progress_ = std::thread([this] { ProgressLoop(); });
+  progress_ = std::thread([this] {
+    NameThread("hixl-progress");
+    ProgressLoop();
+  });
   guard.armed = false;
   return SUCCESS;
 }
@@ -184,6 +193,13 @@ void ControlPlane::Stop() {
     for (auto &kv : peer_by_conn_)
       if (kv.second->fd.valid()) ClosePeerFd(*kv.second);
     peer_by_conn_.clear();
+    // The clients hear that this engine is going, not that it died: their
+    // calls on it fail from now on naming why (best effort, briefly).
+    auto bye_deadline = DeadlineIn(kByeMs);
+    for (auto &kv : accepted_) {
+      Accepted &a = *kv.second;
+      if (a.authed() && a.fd.valid() && a.out.empty()) SendAll(a.fd.get(), Frame(Msg::BYE, 0, ""), bye_deadline);
+    }
     accepted_.clear();  // closes their sockets
     regions_.clear();
     withdrawing_.clear();  // no peer is left to reach them
@@ -397,8 +413,8 @@ Status ControlPlane::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoin
 
 // ------------------------------------------------------------ connections
 
-Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, Deadline deadline, UniqueFd &sock,
-                               std::string &payload, int &retry) {
+Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id,
+                               Deadline deadline, UniqueFd &sock, std::string &payload, int &retry) {
   retry = kNoRetry;
   std::string err;
   int sys_err = 0;
@@ -413,6 +429,7 @@ Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, De
   Writer hello;
   hello.bytes(nonce);
   hello.bytes(listen_address_.substr(0, kMaxNameLen));
+  hello.bytes(options_.engine_id);
   FrameHeader h;
   std::string challenge;
   if (!SendAll(fd, Frame(Msg::HELLO, 0, hello.str()), deadline) ||
@@ -424,16 +441,21 @@ Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, De
                 "Connect to " + remote + ": no handshake answer (is it a HIXL engine?)");
   }
   Cursor cc(challenge.data(), challenge.size());
-  std::string server_nonce, server_proof;
+  std::string server_nonce, server_id, server_proof;
   if (h.type != static_cast<uint16_t>(Msg::CHALLENGE) || !cc.bytes(server_nonce, kNonceLen) ||
-      server_nonce.size() != kNonceLen || !cc.bytes(server_proof, kMacLen))
+      server_nonce.size() != kNonceLen || !cc.bytes(server_id, kMaxNameLen) || !cc.bytes(server_proof, kMacLen))
     return Fail(FAILED, "Connect to " + remote + ": malformed handshake (not a HIXL engine of this version?)");
-  // The server proves the token first: one that cannot learns nothing from us.
-  if (!ConstantTimeEqual(server_proof, Proof(options_.token, "server", nonce, server_nonce, hp.port)))
+  // The server proves the token (and its id) first: one that cannot learns nothing from us.
+  if (!ConstantTimeEqual(server_proof, Proof(options_.token, "server", server_id, nonce, server_nonce, hp.port)))
     return Fail(FAILED, "Connect to " + remote + " refused: the engine there does not prove this job token "
                         "(job token mismatch, or another process on that port)");
+  // Another engine of this job (an address that reaches another host, a
+  // port taken over): not the one asked for, and told nothing more.
+  if (!expected_id.empty() && !ConstantTimeEqual(server_id, expected_id))
+    return Fail(FAILED, "Connect to " + remote + " refused: the engine there is '" + server_id + "' of this job, not '" +
+                            expected_id + "'");
   Writer proof;
-  proof.bytes(Proof(options_.token, "client", nonce, server_nonce, hp.port));
+  proof.bytes(Proof(options_.token, "client", options_.engine_id, nonce, server_nonce, hp.port));
   if (!SendAll(fd, Frame(Msg::PROOF, 0, proof.str()), deadline) || !RecvFrame(fd, h, payload, kMaxPayload, deadline))
     return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED,
                 "Connect to " + remote + ": the handshake was cut short");
@@ -442,7 +464,7 @@ Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, De
   return SUCCESS;
 }
 
-Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms) {
+Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id) {
   if (!started()) return Fail(FAILED, "Connect: engine is not initialized");
   HostPort hp;
   if (!ParseHostPort(remote, hp) || hp.port <= 0)
@@ -461,7 +483,7 @@ Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms) {
   auto pause = std::chrono::milliseconds(5);
   for (;;) {
     int retry = kNoRetry;
-    st = Handshake(remote, hp, deadline, sock, payload, retry);
+    st = Handshake(remote, hp, expected_id, deadline, sock, payload, retry);
     if (st == SUCCESS || retry == kNoRetry) break;
     sock.reset();
     auto until = retry == kRetryRefused ? refused_until : deadline;
@@ -533,7 +555,7 @@ void ControlPlane::EnableCma(Peer &peer, const HostIdentity &id, UniqueFd pidfd,
 void ControlPlane::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
   std::shared_ptr<Endpoint> ep = peer->endpoint();
   if (!peer->dead && ep) {
-    peer->DetachedIdle(deadline);  // the copy thread's jobs for it end first
+    copier_.RunFor(peer, deadline);  // its detached jobs end first (this thread does what is left)
     ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
     std::lock_guard<std::mutex> sl(peer->send_mu);
     if (peer->fd.valid()) SendAll(peer->fd.get(), Frame(Msg::BYE, 0, ""), deadline);
@@ -581,6 +603,16 @@ PeerPtr ControlPlane::Find(const std::string &remote) {
   return it == peers_.end() ? nullptr : it->second;
 }
 
+ext::PeerState ControlPlane::StateOf(const std::string &remote) {
+  PeerPtr peer = Find(remote);
+  if (!peer) return ext::PeerState::NOT_CONNECTED;
+  if (peer->dead) return ext::PeerState::DEAD;
+  // On this host the process itself tells, before its socket's end does
+  // (which the progress thread, busy or starved of a core, may read late).
+  if (peer->pidfd.valid() && !PidAlive(peer->pidfd.get())) return ext::PeerState::DEAD;
+  return ext::PeerState::CONNECTED;
+}
+
 Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
                                     uint64_t *seq) {
   uint64_t req_id;
@@ -588,6 +620,20 @@ Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &
     std::lock_guard<std::mutex> lk(mu_);
     req_id = next_id_++;
   }
+  // The entry waits for the answer; whatever happens, this call removes it
+  // (an answer arriving after it is gone is dropped).
+  {
+    std::lock_guard<std::mutex> rl(peer->resp_mu);
+    peer->responses[req_id];
+  }
+  struct Forget {
+    Peer &p;
+    uint64_t id;
+    ~Forget() {
+      std::lock_guard<std::mutex> rl(p.resp_mu);
+      p.responses.erase(id);
+    }
+  } forget{*peer, req_id};
   {
     std::lock_guard<std::mutex> sl(peer->send_mu);
     if (peer->dead || peer->closing || !peer->fd.valid() ||
@@ -595,19 +641,15 @@ Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &
       return peer->closing ? peer->Gone("control request") : peer->Error("control request");
   }
   std::unique_lock<std::mutex> rl(peer->resp_mu);
-  bool got = peer->resp_cv.wait_until(
-      rl, deadline, [&] { return peer->responses.count(req_id) || peer->dead || peer->closing; });
-  if (!got) {
-    peer->responses.erase(req_id);  // a late answer is dropped on arrival
-    return Fail(TIMEOUT, "no answer from " + peer->name + " to a control request");
-  }
-  if (peer->dead || !peer->responses.count(req_id)) {
+  Response &answer = peer->responses[req_id];
+  bool got = peer->resp_cv.wait_until(rl, deadline, [&] { return answer.answered || peer->dead || peer->closing; });
+  if (!got) return Fail(TIMEOUT, "no answer from " + peer->name + " to a control request");
+  if (peer->dead || !answer.answered) {
     rl.unlock();  // Gone() takes resp_mu
     return peer->Gone("control request");
   }
-  resp = std::move(peer->responses[req_id].payload);
-  if (seq != nullptr) *seq = peer->responses[req_id].inval_seq;
-  peer->responses.erase(req_id);
+  resp = std::move(answer.payload);
+  if (seq != nullptr) *seq = answer.inval_seq;
   return SUCCESS;
 }
 
@@ -913,16 +955,20 @@ bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const 
     case Accepted::Stage::HELLO: {
       if (type != Msg::HELLO) return false;
       Cursor c(payload.data(), payload.size());
-      std::string nonce, name;
-      if (!c.bytes(nonce, kNonceLen) || nonce.size() != kNonceLen || !c.bytes(name, kMaxNameLen)) return false;
+      std::string nonce, name, id;
+      if (!c.bytes(nonce, kNonceLen) || nonce.size() != kNonceLen || !c.bytes(name, kMaxNameLen) ||
+          !c.bytes(id, kMaxNameLen))
+        return false;
       a.client_nonce = nonce;
+      a.client_id = id;
       a.server_nonce = MakeNonce();
       if (a.server_nonce.empty()) return false;
       // Our proof first: a client that cannot check it has learned nothing
       // it could use (it covers its own nonce, ours, and our port).
       Writer w;
       w.bytes(a.server_nonce);
-      w.bytes(Proof(options_.token, "server", a.client_nonce, a.server_nonce, listen_port_));
+      w.bytes(options_.engine_id);
+      w.bytes(Proof(options_.token, "server", options_.engine_id, a.client_nonce, a.server_nonce, listen_port_));
       a.stage = Accepted::Stage::PROOF;
       return Queue(a, Frame(Msg::CHALLENGE, 0, w.str()));
     }
@@ -931,7 +977,8 @@ bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const 
       Cursor c(payload.data(), payload.size());
       std::string proof;
       if (!c.bytes(proof, kMacLen) ||
-          !ConstantTimeEqual(proof, Proof(options_.token, "client", a.client_nonce, a.server_nonce, listen_port_))) {
+          !ConstantTimeEqual(proof, Proof(options_.token, "client", a.client_id, a.client_nonce, a.server_nonce,
+                                          listen_port_))) {
         // The stranger learns nothing but the refusal.
         a.close_after_out = true;
         Queue(a, Frame(Msg::REJECT, 0, ""));
@@ -986,13 +1033,20 @@ void ControlPlane::ServePeer(const PeerPtr &peer) {
 void ControlPlane::HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, const std::string &payload) {
   switch (static_cast<Msg>(h.type)) {
     case Msg::TABLE_RESP: {
+      // Only a request still waiting takes it: a late answer (its request
+      // timed out) or one nobody asked for is dropped here.
       std::lock_guard<std::mutex> rl(peer->resp_mu);
-      peer->responses[h.req_id] = Response{payload, peer->inval_seq.load(std::memory_order_acquire)};
+      auto it = peer->responses.find(h.req_id);
+      if (it == peer->responses.end() || it->second.answered) break;
+      it->second = Response{true, payload, peer->inval_seq.load(std::memory_order_acquire)};
       peer->resp_cv.notify_all();
       break;
     }
     case Msg::INVALIDATE:
       HandleInvalidate(peer, h, payload);
+      break;
+    case Msg::BYE:  // the server finalized: what it had is gone, and says so
+      MarkDead(peer, "the engine at " + peer->name + " finalized (its process is ending)");
       break;
     default:
       break;
@@ -1025,7 +1079,7 @@ void ControlPlane::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, c
   // before it hears that the region is free to go; so do the copies the
   // engine's copy thread still has to make into it.
   auto deadline = DeadlineIn(options_.timeout_ms);
-  if (ep && !peer->dead && !peer->DetachedIdle(deadline)) return;  // no ack: better a timeout than lost bytes
+  if (ep && !peer->dead && !copier_.RunFor(peer, deadline)) return;  // no ack: better a timeout than lost bytes
   if (ep && !peer->dead) {
     ucs_status_t us = ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
     if (us != UCS_OK) return;  // no ack: the target keeps the memory (and times out) rather than lose bytes
@@ -1041,6 +1095,9 @@ void ControlPlane::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, c
 
 void ControlPlane::MarkDead(const PeerPtr &peer, const std::string &why) {
   if (!peer->SetDead(why)) return;
+  // Pointers callers cached into its mapped memory are looked up again,
+  // and so find it dead, instead of writing on into memory nobody reads.
+  mapping_generation_.fetch_add(1, std::memory_order_acq_rel);
   std::lock_guard<std::mutex> lk(mu_);
   peer_by_conn_.erase(peer->conn_id);
   ClosePeerFd(*peer);

@@ -36,6 +36,7 @@
 
 #include "hixl/hixl_ext.h"
 #include "auth.h"
+#include "detached.h"
 #include "hixl/hixl_types.h"
 #include "options.h"
 #include "peer.h"
@@ -66,6 +67,7 @@ struct Accepted {
   Clock::time_point since;
   FrameReader reader;
   std::string client_nonce, server_nonce;  ///< the handshake's, until it is done
+  std::string client_id;  ///< the engine id the client claims (its proof covers it)
   /// Whole frames not yet sent (under mu_): every frame to a client goes
   /// through here, so the stream never carries a partial frame and stays in
   /// the order the state changed in; the progress thread sends the rest.
@@ -88,7 +90,7 @@ struct Withdrawing {
 
 class ControlPlane {
  public:
-  explicit ControlPlane(const Options &options) : options_(options) {}
+  ControlPlane(const Options &options, Copier &copier) : options_(options), copier_(copier) {}
   ~ControlPlane() { Stop(); }
   ControlPlane(const ControlPlane &) = delete;
   ControlPlane &operator=(const ControlPlane &) = delete;
@@ -114,14 +116,17 @@ class ControlPlane {
    */
   Status Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &region);
 
-  Status Connect(const std::string &remote, int32_t timeout_ms);
+  /** @brief Handshake with `remote` and connect; a non-empty `expected_id` must be the id it proves. */
+  Status Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id = std::string());
   Status Disconnect(const std::string &remote, int32_t timeout_ms);
   /** @brief The peer connected as `remote`, or null. */
   PeerPtr Find(const std::string &remote);
+  /** @brief Whether `remote` is connected, dead or unknown (ext::GetPeerState); consumes nothing. */
+  ext::PeerState StateOf(const std::string &remote);
   /** @brief Fetch the peer's memory table again (a transfer named an address the cached one lacks). */
   Status RefreshTable(const PeerPtr &peer, Deadline deadline);
-  /** @brief Populate the peer segments mapped so far now (their page tables; see Prefaulter). */
-  void PopulateMapped() { prefaulter_.Drain(); }
+  /** @brief Populate the peer segments mapped so far now, in this thread, until `deadline` at most (see Prefaulter). */
+  void PopulateMapped(Deadline deadline) { prefaulter_.Drain(deadline); }
 
   Status GetNotifies(std::vector<NotifyDesc> &notifies);
   /** @brief Sleep until a notify is queued or timeout_ms passed (ext::WaitNotifies). */
@@ -157,8 +162,8 @@ class ControlPlane {
   std::string EncodeTable();
   Status DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
                      const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out);
-  Status Handshake(const std::string &remote, const HostPort &hp, Deadline deadline, UniqueFd &sock,
-                   std::string &payload, int &retry);
+  Status Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id, Deadline deadline,
+                   UniqueFd &sock, std::string &payload, int &retry);
   void HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
   Status ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
                         uint64_t *seq = nullptr);
@@ -166,6 +171,7 @@ class ControlPlane {
                                const ucp_am_recv_param_t *param);
 
   const Options &options_;
+  Copier &copier_;  ///< an invalidation's ack and a teardown finish the peer's detached jobs first
   std::shared_ptr<Worker> worker_;
   std::string listen_address_;
   uint32_t listen_port_ = 0;

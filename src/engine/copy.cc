@@ -13,6 +13,10 @@ void CopyRange(const CopyPiece *p, size_t n, bool write, bool stream) {
 
 }  // namespace
 
+void MappedCopies::RunSpan(const CmaShare &span, bool write, bool stream) const {
+  CopyRange(pieces_.data() + span.lo, span.hi - span.lo, write, stream);
+}
+
 void MappedCopies::Run(bool write, bool stream, size_t cma_threads) {
   size_t threads = ThreadsFor(bytes_, cma_threads);
   std::vector<CmaShare> shares = SplitShares(pieces_, threads, [](const CopyPiece &p) { return p.len; });

@@ -98,6 +98,15 @@ class MappedCopies {
   bool empty() const { return pieces_.empty(); }
   size_t bytes() const { return bytes_; }
 
+  /** @brief Runs of pieces of about kCmaPiece bytes each: the steps several threads claim one at a time. */
+  std::vector<CmaShare> Spans() const {
+    size_t one = 2;  // SplitShares' runs; any count above 1 cuts the same way
+    return SplitShares(pieces_, one, [](const CopyPiece &p) { return p.len; });
+  }
+
+  /** @brief Copy the pieces of one span (streamed stores fenced before it returns). */
+  void RunSpan(const CmaShare &span, bool write, bool stream) const;
+
   /**
    * @brief Copy everything, shared between ThreadsFor(bytes, cma_threads)
    *        threads for a large batch (one core's copy of shared memory is

@@ -205,16 +205,12 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tra
     if (st != SUCCESS) return st;
   }
   if (!mapped.empty()) {
-    if (detach && op == WRITE && mapped.bytes() >= kDetachMinBytes) {
+    // On one core a copy thread would only take turns with the caller.
+    if (detach && op == WRITE && mapped.bytes() >= kDetachMinBytes && AllowedCores() > 1) {
       // The copy thread does it while the caller goes on (as a NIC would);
       // the keys keep the regions mapped, and the region's invalidation
-      // waits for the peer's detached jobs before it lets the peer reuse it.
-      auto job = std::make_shared<MappedCopies>(std::move(mapped));
-      const size_t threads = options_.cma_threads;
-      copier_.Submit(peer, [job, keys = std::move(mapped_keys), stream, threads] {
-        job->Run(true, stream, threads);
-        return SUCCESS;
-      });
+      // finishes the peer's detached jobs before it lets the peer reuse it.
+      copier_.SubmitCopies(peer, std::move(mapped), stream, std::move(mapped_keys));
     } else {
       mapped.Run(op == WRITE, stream, options_.cma_threads);
     }
@@ -238,7 +234,7 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tra
 
 Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached) {
   if (detached) {
-    Status st = peer->WaitDetached(deadline, what);
+    Status st = copier_.Complete(peer, deadline, what);
     if (st != SUCCESS) return st;
   }
   uint64_t seq;
@@ -470,9 +466,11 @@ Status DataPlane::RefreshPeer(const std::string &remote, int32_t timeout_ms) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
-  st = control_.RefreshTable(peer, DeadlineIn(timeout_ms));
-  // Up front, as a server connects: the mapped segments' page tables too.
-  if (st == SUCCESS) control_.PopulateMapped();
+  const Deadline deadline = DeadlineIn(timeout_ms);
+  st = control_.RefreshTable(peer, deadline);
+  // Up front, as a server connects: the mapped segments' page tables too, as
+  // far as the deadline lets (what is left faults in on first touch).
+  if (st == SUCCESS) control_.PopulateMapped(deadline);
   return st;
 }
 
@@ -508,7 +506,7 @@ Status DataPlane::PostNotify(const std::string &remote, const NotifyDesc &notify
   // and every earlier UCX operation to the peer are complete there.
   auto name = std::make_shared<std::string>(notify.name.GetString(), nlen);
   auto msg = std::make_shared<std::string>(notify.notify_msg.GetString(), mlen);
-  copier_.Submit(peer, [this, peer, name, msg, timeout_ms] {
+  copier_.SubmitNotify(peer, [this, peer, name, msg, timeout_ms] {
     NotifyDesc n{AscendString(name->data(), name->size()), AscendString(msg->data(), msg->size())};
     return SendNotifyTo(peer, n, DeadlineIn(timeout_ms), false);
   });
@@ -554,6 +552,9 @@ Status DataPlane::GetPeerStats(const std::string &remote, ext::PeerStats &s) {
   s.bytes_written = peer->bytes_written;
   s.bytes_read = peer->bytes_read;
   s.ops = peer->ops;
+  s.detached = peer->detached.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> rl(peer->resp_mu);
+  for (const auto &kv : peer->responses) s.answers_held += kv.second.answered ? 1 : 0;
   return SUCCESS;
 }
 

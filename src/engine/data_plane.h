@@ -8,8 +8,9 @@
 // operation completed by one flush.
 //
 // Owns the TransferAsync requests not yet reported finished (async_, under
-// async_mu_), the copy thread (copier_: a posted WRITE's large copies into
-// mapped memory, and the notifies behind them) and the transfer counters.
+// async_mu_) and the transfer counters. It hands a posted WRITE's large
+// copies into mapped memory, and the notifies behind them, to the copier
+// (detached.h, the facade's), and finishes them itself when a flush must.
 // Everything else it reads: the peers and their tables belong to the
 // ControlPlane (it asks it for a peer, and to fetch a table again on a
 // miss), the options to the facade. Callers' threads run it, and the copy
@@ -41,7 +42,8 @@ namespace engine {
 
 class DataPlane {
  public:
-  DataPlane(const Options &options, ControlPlane &control) : options_(options), control_(control) {}
+  DataPlane(const Options &options, ControlPlane &control, Copier &copier)
+      : options_(options), control_(control), copier_(copier) {}
   DataPlane(const DataPlane &) = delete;
   DataPlane &operator=(const DataPlane &) = delete;
 
@@ -64,10 +66,6 @@ class DataPlane {
   Status SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms);
   /** @brief SendNotify, or (detached copies to the peer in flight) queued behind them: `queued` says which. */
   Status PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms, bool &queued);
-  /** @brief Run the detached jobs still queued, then stop the copy thread (Finalize, before the peers go). */
-  void StopCopier() { copier_.Stop(); }
-  /** @brief Start the copy thread (Initialize): a first detached batch does not wait for it. */
-  void StartCopier() { copier_.Start(); }
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
   /** @brief Fill in the counters this plane keeps (bytes, blocks, atomics, notifies sent, vectored calls). */
   void AddStats(ext::Stats &s) const;
@@ -97,16 +95,13 @@ class DataPlane {
 
   const Options &options_;
   ControlPlane &control_;
+  Copier &copier_;  ///< detached copies and the notifies behind them (the facade owns it)
 
   std::mutex async_mu_;
   std::set<void *> async_;  ///< TransferAsync requests not yet reported finished
 
   std::atomic<uint64_t> bytes_written_{0}, bytes_read_{0}, transfer_ops_{0}, direct_ops_{0}, atomic_ops_{0},
       notifies_sent_{0}, vectored_ops_{0}, vectored_calls_{0};
-
-  /// Detached copies and the notifies behind them. Last: its thread, which
-  /// runs this plane's code, is stopped before any other member goes.
-  Copier copier_;
 };
 
 }  // namespace engine

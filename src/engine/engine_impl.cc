@@ -16,12 +16,12 @@ Status HixlImpl::Initialize(const std::string &local, const std::map<AscendStrin
   Status st = engine::ParseOptions(options, options_);
   if (st != SUCCESS) return st;
   st = control_.Start(hp);
-  if (st == SUCCESS) data_.StartCopier();
+  if (st == SUCCESS) copier_.Start();
   return st;
 }
 
 void HixlImpl::Finalize() {
-  data_.StopCopier();  // its last jobs still reach their peers
+  copier_.Stop();  // its last jobs still reach their peers
   control_.Stop();
   data_.DropAsyncTransfers();  // requests nobody asked about again (their flushes go with the worker)
 }

@@ -12,8 +12,12 @@
 // - engine::Peer (peer.h): one connection, shared by both planes; it owns
 //   its endpoint (engine::Endpoint, ucx_raii.h), which its remote keys keep
 //   alive.
+// - engine::Copier (detached.h): the detached jobs (a posted batch's large
+//   copies into mapped memory, the notifies behind them), which the data
+//   plane queues and both planes finish when they must wait for them.
 // Threads: callers' threads run both planes; the control plane's progress
-// thread serves the control sockets and target-side UCX work.
+// thread serves the control sockets and target-side UCX work; the copier's
+// thread makes detached copies while a core is to spare.
 #ifndef HIXL_ENGINE_ENGINE_IMPL_H
 #define HIXL_ENGINE_ENGINE_IMPL_H
 
@@ -24,9 +28,11 @@
 
 #include "control_plane.h"
 #include "data_plane.h"
+#include "detached.h"
 #include "hixl/hixl.h"
 #include "hixl/hixl_ext.h"
 #include "options.h"
+#include "status.h"
 
 namespace hixl {
 
@@ -49,7 +55,9 @@ class HixlImpl {
   Status DeregisterMem(MemHandle handle);
   Status WithdrawMem(MemHandle handle, void *&keep);
   static void ReleaseWithdrawn(void *keep);
-  Status Connect(const std::string &remote, int32_t timeout_ms) { return control_.Connect(remote, timeout_ms); }
+  Status Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id = std::string()) {
+    return control_.Connect(remote, timeout_ms, expected_id);
+  }
   Status Disconnect(const std::string &remote, int32_t timeout_ms) { return control_.Disconnect(remote, timeout_ms); }
   Status GetNotifies(std::vector<NotifyDesc> &notifies) { return control_.GetNotifies(notifies); }
   Status WaitNotifies(int32_t timeout_ms) { return control_.WaitNotifies(timeout_ms); }
@@ -88,6 +96,11 @@ class HixlImpl {
   }
   Status RefreshPeer(const std::string &remote, int32_t timeout_ms) { return data_.RefreshPeer(remote, timeout_ms); }
   Status GetStats(ext::Stats &stats);
+  Status GetPeerState(const std::string &remote, ext::PeerState &state) {
+    if (!initialized()) return engine::Fail(FAILED, "GetPeerState: engine is not initialized");
+    state = control_.StateOf(remote);
+    return SUCCESS;
+  }
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats) { return data_.GetPeerStats(remote, stats); }
 
   const std::string &listen_address() const { return control_.listen_address(); }
@@ -96,8 +109,11 @@ class HixlImpl {
 
  private:
   engine::Options options_;
-  engine::ControlPlane control_{options_};
-  engine::DataPlane data_{options_, control_};
+  /// Before both planes, which hold it; its thread (which runs the planes'
+  /// code) is stopped by Finalize before any plane is torn down.
+  engine::Copier copier_;
+  engine::ControlPlane control_{options_, copier_};
+  engine::DataPlane data_{options_, control_, copier_};
 };
 
 }  // namespace hixl

@@ -89,6 +89,11 @@ Status WithdrawMem(Hixl &e, MemHandle handle, void *&keep) { HIXL_EXT_FORWARD(e,
 
 void ReleaseWithdrawn(void *keep) { HixlImpl::ReleaseWithdrawn(keep); }
 
+Status ConnectTo(Hixl &e, const AscendString &remote, const AscendString &expected_id, int32_t timeout_in_millis) {
+  HIXL_EXT_FORWARD(e, Connect(remote.GetString(), timeout_in_millis,
+                              std::string(expected_id.GetString(), expected_id.GetLength())));
+}
+
 Status GetListenAddress(Hixl &e, std::string &address) {
   address = ImplOf(e)->listen_address();
   return ImplOf(e)->initialized() ? SUCCESS : engine::Fail(FAILED, "engine is not initialized");
@@ -133,6 +138,10 @@ Status WaitNotifies(Hixl &e, int32_t timeout_in_millis) { HIXL_EXT_FORWARD(e, Wa
 uint64_t MappingGeneration(Hixl &e) { return ImplOf(e)->mapping_generation(); }
 
 Status GetStats(Hixl &e, Stats &stats) { HIXL_EXT_FORWARD(e, GetStats(stats)); }
+
+Status GetPeerState(Hixl &e, const AscendString &remote, PeerState &state) {
+  HIXL_EXT_FORWARD(e, GetPeerState(remote.GetString(), state));
+}
 
 Status GetPeerStats(Hixl &e, const AscendString &remote, PeerStats &stats) {
   HIXL_EXT_FORWARD(e, GetPeerStats(remote.GetString(), stats));

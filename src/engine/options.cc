@@ -31,6 +31,10 @@ Status ParseOptions(const std::map<AscendString, AscendString> &options, Options
       if (val.size() > kMaxTokenLen)
         return Fail(PARAM_INVALID, "job token longer than " + std::to_string(kMaxTokenLen) + " bytes");
       out.token = val;
+    } else if (key == ext::OPTION_ENGINE_ID) {
+      if (val.size() > kMaxNameLen)
+        return Fail(PARAM_INVALID, "option EngineId longer than " + std::to_string(kMaxNameLen) + " bytes");
+      out.engine_id = val;
     } else if (key == ext::OPTION_TIMEOUT_MS) {
       long v = 0;
       if (!ParseLong(val, v) || v <= 0 || v > kMaxTimeoutMs)

@@ -24,6 +24,7 @@ constexpr long kMaxPollUs = 100000;
 /** @brief What Initialize was told, checked. Written once by ParseOptions, then read-only. */
 struct Options {
   std::string token;                        ///< JobToken
+  std::string engine_id;                    ///< EngineId: who this engine is within the job (proven in handshakes)
   int32_t timeout_ms = kDefaultTimeoutMs;   ///< TimeoutMs: internal waits, and calls given no timeout
   long poll_us = kDefaultPollUs;            ///< PollUs
   CmaMode cma = CmaMode::OFF;               ///< Cma, as far as UCX_TLS allows cma

@@ -77,21 +77,11 @@ void Peer::DoneDetached(Status st, const std::string &error) {
     detached_failed.store(true, std::memory_order_release);
   }
   detached.fetch_sub(1, std::memory_order_acq_rel);  // after the failure: a flush that sees none in flight sees it
-  detached_cv.notify_all();
 }
 
 bool Peer::HasDetached() const { return detached.load(std::memory_order_acquire) != 0; }
 
-bool Peer::DetachedIdle(std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock<std::mutex> lk(detached_mu);
-  return detached_cv.wait_until(lk, deadline, [&] { return detached.load(std::memory_order_relaxed) == 0; });
-}
-
-Status Peer::WaitDetached(std::chrono::steady_clock::time_point deadline, const char *what) {
-  // Every flush comes here: with no job in flight and none failed, no lock.
-  if (!HasDetached() && !detached_failed.load(std::memory_order_acquire)) return SUCCESS;
-  if (!DetachedIdle(deadline))
-    return Fail(TIMEOUT, std::string(what) + " to " + name + ": the engine's copies to it did not end in time");
+Status Peer::TakeDetachedFailure(const char *what) {
   std::lock_guard<std::mutex> lk(detached_mu);
   if (!detached_failed.exchange(false, std::memory_order_acq_rel)) return SUCCESS;
   return Fail(detached_status, std::string(what) + " to " + name + ": " + detached_error);

@@ -33,8 +33,9 @@ struct RemoteRegion {
   char *mapped;  ///< direct pointer to addr when the region is mapped here, else null
 };
 
-/** @brief A control answer, and how many invalidations had been applied when it arrived. */
+/** @brief A control request's answer, and how many invalidations had been applied when it arrived. */
 struct Response {
+  bool answered = false;  ///< false while the request waits for it
   std::string payload;
   uint64_t inval_seq = 0;
 };
@@ -50,7 +51,9 @@ struct Response {
  *   (shared: transfers; exclusive: a table refresh, an invalidation, the
  *   teardown); `inval_seq` is written under it exclusively (progress thread).
  *   `ep` is null once the peer is torn down, and `regions` is then empty.
- * - `responses`, `death`: under `resp_mu`; `dead` and `closing` are set
+ * - `responses` (one entry per control request waiting, from before it is
+ *   sent until its caller takes the answer or gives up: an answer that
+ *   finds no entry is dropped), `death`: under `resp_mu`; `dead` and `closing` are set
  *   under it too (`death` first), so that a caller waiting for an answer wakes.
  * - the atomics: any thread.
  */
@@ -94,10 +97,9 @@ struct Peer {
   std::atomic<uint64_t> bytes_written{0}, bytes_read{0}, ops{0};
 
   /// Detached jobs (copies, notifies: detached.h) in flight for this peer,
-  /// and the first failure among those ended since the last WaitDetached
+  /// and the first failure among those ended since it was last taken
   /// (status and text under detached_mu, detached_failed says there is one).
   std::mutex detached_mu;
-  std::condition_variable detached_cv;
   std::atomic<size_t> detached{0};
   std::atomic<bool> detached_failed{false};
   Status detached_status = SUCCESS;
@@ -132,17 +134,12 @@ struct Peer {
 
   /** @brief One more detached job (Copier) for this peer is in flight. */
   void AddDetached();
-  /** @brief A detached job ended; the first failure is kept for the next WaitDetached. */
+  /** @brief A detached job ended; the first failure is kept for TakeDetachedFailure. */
   void DoneDetached(Status st, const std::string &error);
   /** @brief True while detached jobs for this peer are in flight. */
   bool HasDetached() const;
-  /** @brief Wait until no detached job for this peer is in flight; false past `deadline`. */
-  bool DetachedIdle(std::chrono::steady_clock::time_point deadline);
-  /**
-   * @brief DetachedIdle, then the first failure among those jobs (reported
-   *        once), TIMEOUT past `deadline`, else SUCCESS.
-   */
-  Status WaitDetached(std::chrono::steady_clock::time_point deadline, const char *what);
+  /** @brief The first failure among the detached jobs ended since the last call ("what to name: ..."), else SUCCESS. */
+  Status TakeDetachedFailure(const char *what);
 
   /** @brief True while `pid` still names the peer's process (checked before every vectored call). */
   bool PidStillPeer();

@@ -16,12 +16,22 @@ namespace {
 
 // Below this a range is populated by the caller: a thread hand-off would cost more.
 constexpr size_t kInlineBytes = 1U << 20;
-// The helper populates in steps of this (each a short hold of the mmap lock).
+// One step: a short hold of the mmap lock (about a hundred microseconds).
 constexpr size_t kStepBytes = 1U << 20;
 // How long the helper leaves a fresh mapping to the transfers that follow it.
 constexpr auto kStartAfter = std::chrono::milliseconds(20);
+// With no core to spare, the helper looks again this much later.
+constexpr auto kBusyPause = std::chrono::milliseconds(5);
 
 }  // namespace
+
+struct Prefaulter::Item {
+  char *p;
+  size_t len;
+  std::weak_ptr<void> keep;  ///< what keeps it mapped: a step holds it while it runs
+  std::chrono::steady_clock::time_point due;  ///< when the helper may start on it
+  size_t next = 0;  ///< offset of the next step to claim (under mu_)
+};
 
 void Prefault(char *p, size_t len) {
 #ifdef MADV_POPULATE_WRITE
@@ -34,31 +44,49 @@ void Prefault(char *p, size_t len) {
 #endif
 }
 
-void Prefaulter::Add(char *p, size_t len, std::shared_ptr<void> keep) {
+void Prefaulter::Add(char *p, size_t len, const std::shared_ptr<void> &keep) {
   if (len < kInlineBytes) {
     Prefault(p, len);
     return;
   }
+  auto item = std::make_shared<Item>();
+  item->p = p;
+  item->len = len;
+  item->keep = keep;
+  item->due = std::chrono::steady_clock::now() + kStartAfter;
   std::lock_guard<std::mutex> lk(mu_);
   if (stop_) return;
-  queue_.push_back(Item{p, len, std::move(keep), std::chrono::steady_clock::now() + kStartAfter});
+  queue_.push_back(std::move(item));
   if (!thread_.joinable()) thread_ = std::thread([this] { Run(); });
   cv_.notify_all();
 }
 
-void Prefaulter::Drain() {
-  std::deque<Item> mine;
-  std::unique_lock<std::mutex> lk(mu_);
-  mine.swap(queue_);
+bool Prefaulter::Step(std::unique_lock<std::mutex> &lk) {
+  if (queue_.empty()) return false;
+  std::shared_ptr<Item> item = queue_.front();
+  const size_t off = item->next;
+  const size_t n = std::min(kStepBytes, item->len - off);
+  item->next += n;
+  if (item->next == item->len) queue_.pop_front();
   lk.unlock();
-  for (auto &item : mine) Prefault(item.p, item.len);
-  mine.clear();
+  {
+    // Still mapped (the key lives): populate; else its pages went with it.
+    std::shared_ptr<void> mapped = item->keep.lock();
+    if (mapped) Prefault(item->p + off, n);
+  }
+  item.reset();
   lk.lock();
-  cv_.wait(lk, [&] { return !busy_ || stop_; });
+  return true;
+}
+
+void Prefaulter::Drain(Deadline deadline) {
+  std::unique_lock<std::mutex> lk(mu_);
+  while (std::chrono::steady_clock::now() < deadline && Step(lk)) {
+  }
 }
 
 void Prefaulter::Stop() {
-  std::deque<Item> dropped;
+  std::deque<std::shared_ptr<Item>> dropped;
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
@@ -71,28 +99,23 @@ void Prefaulter::Stop() {
 }
 
 void Prefaulter::Run() {
-  YieldToOthers();
+  NameThread("hixl-prefault");
   std::unique_lock<std::mutex> lk(mu_);
   while (true) {
     cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
     if (stop_) return;
     // Not before it is due (a Drain meanwhile may take it: look again after).
-    if (cv_.wait_until(lk, queue_.front().due, [&] { return stop_ || queue_.empty(); })) continue;
-    Item item = std::move(queue_.front());
-    queue_.pop_front();
-    busy_ = true;
-    for (size_t off = 0; off < item.len && !stop_;) {
-      size_t n = std::min(kStepBytes, item.len - off);
-      lk.unlock();
-      Prefault(item.p + off, n);
-      lk.lock();
-      off += n;
-    }
+    if (cv_.wait_until(lk, queue_.front()->due, [&] { return stop_ || queue_.empty(); })) continue;
     lk.unlock();
-    item = Item{};  // its mapping may go now, outside the lock
+    const bool spare = CoreToSpare();
     lk.lock();
-    busy_ = false;
-    cv_.notify_all();  // a Drain waiting for this item
+    if (!spare) {
+      // Someone wants the cores: the pages fault on first touch instead, or
+      // a RefreshPeer populates them; look again later.
+      cv_.wait_for(lk, kBusyPause, [&] { return stop_; });
+      continue;
+    }
+    Step(lk);
   }
 }
 

@@ -27,11 +27,7 @@ size_t AllowedCores() {
   return n;
 }
 
-void YieldToOthers() {
-  sched_param p{};
-  p.sched_priority = 0;
-  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &p);  // failing, it just competes as usual
-}
+void NameThread(const char *name) { (void)pthread_setname_np(pthread_self(), name); }
 
 void BringHere(std::vector<std::thread> &threads) {
   int cpu = sched_getcpu();
@@ -42,29 +38,48 @@ void BringHere(std::vector<std::thread> &threads) {
   for (auto &t : threads) (void)pthread_setaffinity_np(t.native_handle(), sizeof(here), &here);
 }
 
-size_t IdleCores() {
-  // /proc/loadavg's fourth field is "runnable/total" tasks right now (this
-  // thread among them); procfs missing or odd: no core is known to be idle.
-  int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+namespace {
+
+// Runnable tasks of the machine now (/proc/loadavg's fourth field is
+// "runnable/total"), the caller among them; 0 when procfs is missing or odd.
+// The file stays open: a pread of it is a few microseconds, an open twenty.
+long RunnableTasks() {
+  static const int fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   char buf[128];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
+  ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
   if (n <= 0) return 0;
   buf[n] = '\0';
   long running = 0;
   if (std::sscanf(buf, "%*s %*s %*s %ld/", &running) != 1 || running < 1) return 0;
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  return online > running ? static_cast<size_t>(online - running) : 0;
+  return running;
+}
+
+long OnlineCores() {
+  static const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n;
+}
+
+}  // namespace
+
+size_t IdleCores() {
+  long running = RunnableTasks();
+  if (running == 0) return 0;  // unknown: no core is known to be idle
+  return OnlineCores() > running ? static_cast<size_t>(OnlineCores() - running) : 0;
+}
+
+bool CoreToSpare() {
+  long running = RunnableTasks();
+  return running == 0 || running <= OnlineCores();
 }
 
 size_t ThreadsFor(size_t bytes, size_t asked) {
   if (bytes < hixl::ext::kShareMinBytes) return 1;
   // One core's copy is bound by its own page walks and memory parallelism,
   // not by the memory bus, so a second core speeds a large copy up (README,
-  // Performance). Helpers run at idle priority (YieldToOthers): they take a
-  // core only while nobody else wants it, so a target that computes while
-  // its data lands (examples/kv_cache_transfer.py) keeps its core.
+  // Performance). Helpers work only while a core is to spare (RunShares
+  // asks CoreToSpare as they go), so a target that computes while its data
+  // lands (examples/kv_cache_transfer.py) keeps its core.
   const size_t cap = std::min(AllowedCores(), kMaxShareThreads);
   if (asked != 0) return std::min(asked, cap);
   // With no core idle a helper has nothing to give: it would start, wait for

@@ -40,6 +40,22 @@ size_t AllowedCores();
 size_t IdleCores();
 
 /**
+ * @brief True when every runnable task of the machine (the caller among
+ *        them) has a core now, by /proc/loadavg's runnable count (true when
+ *        it cannot be read): the caller running on takes a core nobody else
+ *        wants. Costs a few microseconds (one pread).
+ *
+ * The engine's helpers (the copy thread, share helpers, the prefault
+ * helper) run at normal priority and ask this before each step of their
+ * work, instead of running at idle priority: a thread at SCHED_IDLE on a
+ * busy core is preempted in the middle of its work and then waits for tens
+ * or hundreds of milliseconds, while a caller that needs that work done
+ * (or the process's mmap lock it holds) waits with it. A helper that asks
+ * this gives the core back within one step, and when it runs, it runs.
+ */
+bool CoreToSpare();
+
+/**
  * @brief Threads to move a batch of `bytes` with: 1 below kShareMinBytes;
  *        else `asked` (option CmaThreads; 0: not set), or by default
  *        kDefaultShareThreads only as far as cores are idle; never more than
@@ -47,8 +63,8 @@ size_t IdleCores();
  */
 size_t ThreadsFor(size_t bytes, size_t asked);
 
-/** @brief Lower the calling thread to SCHED_IDLE: it runs only on a core nobody else wants. */
-void YieldToOthers();
+/** @brief Name the calling thread (as ps and /proc/<pid>/task/<tid>/comm show it; 15 characters at most). */
+void NameThread(const char *name);
 
 /**
  * @brief Cut a batch into shares for `threads` threads: the whole batch for
@@ -82,33 +98,41 @@ void BringHere(std::vector<std::thread> &threads);
 
 /**
  * @brief fn(share) for every share, on the caller's thread and threads-1
- *        helpers. Helpers run at idle priority: on a core where the target
- *        (or anyone) computes they barely run, and the caller, claiming
- *        shares as it goes, does their part. When the caller has nothing
- *        left to claim, a helper still busy is moved onto the caller's core,
- *        which the caller leaves free while it waits (the scheduler would not
- *        move a thread that just ran: the wait could last as long as the
- *        computation on the other core).
+ *        helpers. A helper claims a share only while a core is to spare
+ *        (CoreToSpare, asked every few shares): on a core where the target
+ *        (or anyone) computes it stops, and the caller, claiming shares as
+ *        it goes, does its part. When the caller has nothing left to claim,
+ *        a helper still busy is moved onto the caller's core, which the
+ *        caller leaves free while it waits (the scheduler would not move a
+ *        thread that just ran). The caller waits only for shares a helper
+ *        has started: a helper runs at normal priority, so that wait is one
+ *        share's copy, never a starved thread's turn.
  */
 template <typename Fn>
 void RunShares(std::vector<CmaShare> &shares, size_t threads, Fn fn) {
+  constexpr unsigned kAskEvery = 4;  // shares between two CoreToSpare: a few MiB
   std::atomic<size_t> next{0}, done{0};
-  auto work = [&] {
-    for (size_t k; (k = next.fetch_add(1, std::memory_order_relaxed)) < shares.size();) fn(shares[k]);
+  auto work = [&](bool helper) {
+    for (unsigned n = 0;; ++n) {
+      if (helper && n % kAskEvery == 0 && !CoreToSpare()) return;
+      size_t k = next.fetch_add(1, std::memory_order_relaxed);
+      if (k >= shares.size()) return;
+      fn(shares[k]);
+    }
   };
   std::vector<std::thread> helpers;
   for (size_t t = 1; t < threads && t < shares.size(); ++t) {
     try {
       helpers.emplace_back([&] {
-        YieldToOthers();
-        work();
+        NameThread("hixl-share");
+        work(true);
         done.fetch_add(1, std::memory_order_release);
       });
     } catch (const std::system_error &) {
       break;  // no thread to be had: the others do its part
     }
   }
-  work();
+  work(false);
   if (done.load(std::memory_order_acquire) < helpers.size()) BringHere(helpers);
   for (auto &t : helpers) t.join();
 }

@@ -6,11 +6,18 @@
 namespace hixl {
 namespace engine {
 
-Context::Context() {
+Context::Context(const std::string &net_devices) {
   InstallPeerDeathFilter();
   ucp_config_t *config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) throw st;
+  if (!net_devices.empty()) {
+    st = ucp_config_modify(config, "NET_DEVICES", net_devices.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      throw st;
+    }
+  }
   ucp_params_t params;
   std::memset(&params, 0, sizeof(params));
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
@@ -29,6 +36,8 @@ Context::Context() {
 Context::~Context() {
   if (h_ != nullptr) ucp_cleanup(h_);
 }
+
+thread_local bool Worker::counted_ = true;
 
 Worker::Worker(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
   ucp_worker_params_t params;

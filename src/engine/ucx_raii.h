@@ -20,8 +20,11 @@ namespace engine {
 /** @brief A UCP context with RMA, 64-bit atomics, active messages and wakeup. */
 class Context {
  public:
-  /** @brief Reads UCX_* from the environment; throws ucs_status_t on failure. */
-  Context();
+  /**
+   * @brief Reads UCX_* from the environment, then sets NET_DEVICES to
+   *        `net_devices` when not empty; throws ucs_status_t on failure.
+   */
+  explicit Context(const std::string &net_devices = std::string());
   ~Context();
   Context(const Context &) = delete;
   Context &operator=(const Context &) = delete;
@@ -58,6 +61,14 @@ class Worker {
   template <typename Abort>
   ucs_status_t Wait(void *req, std::chrono::steady_clock::time_point deadline, Abort &&abort);
 
+  /**
+   * @brief The calling thread is one of the engine's own (the copy thread):
+   *        its waits here are not counted as a caller's, so the progress
+   *        thread does not step aside for them. Target-side work for other
+   *        peers must not ride on a thread that waits on one peer's behalf.
+   */
+  static void NotACaller() { counted_ = false; }
+
   /** @brief Callers inside Wait() now. */
   int callers_waiting() const { return waiting_.load(std::memory_order_seq_cst); }
 
@@ -71,6 +82,7 @@ class Worker {
   int efd_ = -1;
   std::string address_;
   std::atomic<int> waiting_{0};
+  static thread_local bool counted_;  ///< this thread's waits count as a caller's (see NotACaller)
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::atomic<bool> parked_{false};

@@ -66,6 +66,7 @@ ucs_status_t WaitRequest(ucp_worker_h w, void *req, std::chrono::steady_clock::t
 template <typename Abort>
 ucs_status_t Worker::Wait(void *req, std::chrono::steady_clock::time_point deadline, Abort &&abort) {
   if (req == nullptr) return UCS_OK;
+  if (!counted_) return WaitRequest(h_, req, deadline, std::forward<Abort>(abort));
   waiting_.fetch_add(1, std::memory_order_seq_cst);
   ucs_status_t st = WaitRequest(h_, req, deadline, std::forward<Abort>(abort));
   if (waiting_.fetch_sub(1, std::memory_order_seq_cst) == 1 && parked_.load(std::memory_order_seq_cst)) {

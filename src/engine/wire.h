@@ -25,7 +25,7 @@ inline Deadline DeadlineIn(int32_t ms) {
 }
 
 constexpr uint32_t kMagic = 0x4d525848U;  // "HXRM"
-constexpr uint16_t kVersion = 2;  // 2: mutual challenge-response, region ids
+constexpr uint16_t kVersion = 3;  // 2: mutual challenge-response, region ids; 3: engine ids in the proofs
 /** Frames before authentication are tiny: a stranger cannot make us buffer much. */
 constexpr uint32_t kMaxHelloPayload = 4096;
 constexpr uint32_t kMaxPayload = 64U << 20;
@@ -36,12 +36,13 @@ constexpr uint32_t kMaxRkeyLen = 1U << 16;
 constexpr uint32_t kMaxWorkerAddressLen = 1U << 16;
 constexpr uint32_t kMaxBootIdLen = 64;
 
-/// The handshake: HELLO (client nonce, name) -> CHALLENGE (server nonce, the
-/// server's proof) -> PROOF (the client's proof) -> HELLO_OK or REJECT.
+/// The handshake: HELLO (client nonce, name, client id) -> CHALLENGE (server
+/// nonce, server id, the server's proof) -> PROOF (the client's proof) ->
+/// HELLO_OK or REJECT. The proofs cover the ids (auth.h).
 /// Tables and invalidations name regions by id (never reused by an engine);
 /// the client applies them in stream order (Peer::inval_seq).
 enum class Msg : uint16_t {
-  HELLO = 1,        // client -> server: client nonce, client name
+  HELLO = 1,        // client -> server: client nonce, client name, client id
   HELLO_OK = 2,     // server -> client: worker address, memory table, host identity (optional)
   REJECT = 3,       // server -> client: nothing else
   TABLE_REQ = 4,    // client -> server
@@ -49,7 +50,7 @@ enum class Msg : uint16_t {
   INVALIDATE = 6,   // server -> client: id of a withdrawn region
   INVALIDATE_ACK = 7,
   BYE = 8,
-  CHALLENGE = 9,    // server -> client: server nonce, server proof
+  CHALLENGE = 9,    // server -> client: server nonce, server id, server proof
   PROOF = 10,       // client -> server: client proof
 };
 

@@ -140,3 +140,29 @@ def test_large_put_and_get_shared_out(comm, rank, left, right, flavor, cma_threa
         win.Free()
     assert landed
     np.testing.assert_array_equal(back, src)
+
+
+@pytest.mark.parametrize("flavor", ["create", "allocate"])
+@pytest.mark.parametrize("nbytes", [64 << 10, 8 << 20])
+def test_put_batch_holds_its_origin_until_the_flush(comm, rank, left, right, flavor, nbytes):
+    """Issue 23.2: a Put_batch's origin is read after the call returns (the
+    engine's copy thread, into a mapped window, from 4 MiB; UCX, elsewhere):
+    a bytearray origin refuses to resize (BufferError) until the Flush that
+    completes it, as a single Put's does, and the bytes land whole."""
+    block = 4096
+    mem, win = _window(comm, flavor, nbytes)
+    barrier(comm)  # every window is zeroed before any rank writes
+    origin = bytearray(np.full(nbytes, rank + 1, np.uint8).tobytes())
+    offs = np.stack([np.arange(nbytes // block) * block, np.full(nbytes // block, block)], 1).astype(np.int64)
+    win.Lock_all()
+    win.Put_batch((origin, offs), right, offs[:, 0].copy())
+    with pytest.raises(BufferError):
+        origin.extend(b"x" * nbytes)  # would move the memory under the copy
+    with pytest.raises(BufferError):
+        del origin[: nbytes // 2]
+    win.Flush(right)
+    origin.extend(b"x")  # completed: the origin is the user's again
+    win.Unlock_all()
+    barrier(comm)
+    assert (mem == left + 1).all()
+    win.Free()

@@ -25,6 +25,9 @@ constexpr size_t kShareMinBytes = 4U << 20;
 
 /** @brief Option carrying the job token; both ends of a connection must agree. */
 constexpr const char *OPTION_JOB_TOKEN = "JobToken";
+/** @brief Option: this engine's id within its job (e.g. its rank), proven in every handshake; a
+ *         connector that names the engine it expects (ConnectTo) gets that engine or an error. */
+constexpr const char *OPTION_ENGINE_ID = "EngineId";
 /** @brief Option: default timeout (ms) of internal waits (handshake, invalidation). */
 constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
 /** @brief Option: how long (us) the progress thread polls after serving a peer (default 50; 0: never). */
@@ -42,6 +45,13 @@ constexpr Status PEER_FAILURE = 503901U;
 
 /** @brief 64-bit atomic operations on remote memory. */
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
+
+/** @brief What an engine knows of a peer (GetPeerState). */
+enum class PeerState {
+  CONNECTED,      ///< connected, and no sign of death
+  DEAD,           ///< its control connection was lost, or (on this host) its process is gone
+  NOT_CONNECTED,  ///< never connected, or disconnected since
+};
 
 /** @brief Engine-wide counters. */
 struct Stats {
@@ -66,7 +76,9 @@ struct PeerStats {
   uint64_t bytes_written;
   uint64_t bytes_read;
   uint64_t ops;
-  uint8_t reserved[32];
+  uint64_t answers_held;  ///< control answers received and not yet taken by the request they answer
+  uint64_t detached;      ///< detached jobs (copies, notifies behind them) for it in flight
+  uint8_t reserved[16];
 };
 
 /**
@@ -84,6 +96,16 @@ Status WithdrawMem(Hixl &engine, MemHandle handle, void *&keep);
 
 /** @brief Unmap a region withdrawn by WithdrawMem. */
 void ReleaseWithdrawn(void *keep);
+
+/**
+ * @brief Connect, as Hixl::Connect, to the engine whose id (option EngineId)
+ *        is `expected_id`: an engine there that proves the job token under
+ *        another id is refused (FAILED, naming both ids) before it is sent
+ *        anything, so several addresses may be tried in turn. An empty
+ *        `expected_id` takes any engine of the job.
+ */
+Status ConnectTo(Hixl &engine, const AscendString &remote_engine, const AscendString &expected_id,
+                 int32_t timeout_in_millis);
 
 /** @brief The "ip:port" this engine listens on (the chosen port when 0 was asked). */
 Status GetListenAddress(Hixl &engine, std::string &address);
@@ -166,6 +188,14 @@ void ReleasePin(void *pin);
  *        callers caching direct pointers compare it before each use.
  */
 uint64_t MappingGeneration(Hixl &engine);
+
+/**
+ * @brief What this engine knows of `remote_engine`'s liveness, without a
+ *        call on its connection: nothing is waited for, flushed or consumed
+ *        (the first failure of a detached job stays the next Flush's). A
+ *        liveness probe asks this, not an empty Flush.
+ */
+Status GetPeerState(Hixl &engine, const AscendString &remote_engine, PeerState &state);
 
 /** @brief Engine-wide counters. */
 Status GetStats(Hixl &engine, Stats &stats);

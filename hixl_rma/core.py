@@ -25,7 +25,7 @@ from ._datatypes import as_buffer, clip_blocks, target_blocks
 from .comm import as_communicator
 from .device import is_device, with_cai
 from .dynamic import Regions
-from .errors import (PARAM_INVALID, AccessError, BoundsError, EpochError, HixlError, ParamError,
+from .errors import (PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError,
                      UnsupportedError, also)
 from .request import Request
 

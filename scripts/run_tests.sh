@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run): single-process tests, the
-# multi-rank suite under mpiexec with 2 and 3 ranks, its core part again
-# over UCX_TLS=tcp, and mpi4py's own RMA suites on hixl_rma.Win. Every step has a hard time limit, so a hung rank fails
-# the run instead of stalling it; pytest-timeout bounds every test.
+# The project's test command (README, .ci/run): lint, single-process tests,
+# the multi-rank suite under mpiexec with 2 and 3 ranks, its core part again
+# over UCX_TLS=tcp, and mpi4py's own RMA suites on hixl_rma.Win. Every step
+# has a hard time limit, so a hung rank fails the run instead of stalling it;
+# pytest-timeout bounds every test.
 set -u
 cd "$(dirname "$0")/.."
 # Run the installed package: `pytest` (not `python -m pytest`) keeps the
@@ -25,6 +26,8 @@ step() {
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then echo "step $name timed out after $LIMIT s" >> "$logs/$name.timeout"; fi
   if [ "$rc" -ne 0 ]; then failed+=("$name"); fi
 }
+# Lint (the configuration is pyproject.toml's [tool.ruff]).
+step lint ruff check .
 step single "$PYTEST" -q -p no:cacheprovider tests --ignore=tests/mpi
 step mpi-2 "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi
 step mpi-3 "$MPIEXEC" -n 3 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi

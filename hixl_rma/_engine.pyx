@@ -97,6 +97,11 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType, bint)
     Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, cpp_bool &)
     Status Flush(Hixl &, const AscendString &, int32_t)
+    cdef cppclass PeerRef
+    Status AcquirePeer(Hixl &, const AscendString &, PeerRef *&)
+    void ReleasePeer(PeerRef *)
+    Status PostTo(Hixl &, PeerRef *, TransferOp, const TransferOpDesc *, size_t, MemType, bint, cpp_bool &)
+    Status FlushPeer(Hixl &, PeerRef *, int32_t)
     Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&)
     Status PinRemote(Hixl &, const AscendString &, uintptr_t, size_t, void *&, void *&)
     void ReleasePin(void *)
@@ -1012,6 +1017,7 @@ cdef int _descs(object descs, vector[TransferOpDesc] &v) except -1:
     return 0
 include "_fastpath.pxi"
 include "_winbase.pxi"
+include "_floor.pxi"
 
 
 # ------------------------------------------------------------ DLPack dtype

@@ -48,6 +48,14 @@ inline Status TransferPost(Hixl &, const AscendString &, TransferOp, const std::
 }
 inline Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, bool &) { return UNSUPPORTED; }
 inline Status Flush(Hixl &, const AscendString &, int32_t) { return UNSUPPORTED; }
+struct PeerRef;
+inline Status AcquirePeer(Hixl &, const AscendString &, PeerRef *&) { return UNSUPPORTED; }
+inline void ReleasePeer(PeerRef *) {}
+inline Status PostTo(Hixl &, PeerRef *, TransferOp, const TransferOpDesc *, size_t, MemType, bool, bool &in_flight) {
+  in_flight = false;
+  return UNSUPPORTED;
+}
+inline Status FlushPeer(Hixl &, PeerRef *, int32_t) { return UNSUPPORTED; }
 inline Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&) { return UNSUPPORTED; }
 inline uint64_t MappingGeneration(Hixl &) { return 0; }
 inline Status PinRemote(Hixl &, const AscendString &, uintptr_t, size_t, void *&, void *&) { return UNSUPPORTED; }

@@ -147,6 +147,36 @@ Status PostNotify(Hixl &engine, const AscendString &remote_engine, const NotifyD
 Status Flush(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in_millis);
 
 /**
+ * A connected peer resolved once by its address (AcquirePeer): the data
+ * calls that take it (PostTo, FlushPeer) skip the lookup by name and the
+ * control plane's lock. It refers to that connection's state, not to the
+ * address: once the peer is dead or torn down, calls on it fail
+ * (PEER_FAILURE, NOT_CONNECTED) and a new one is acquired after a new
+ * connect. Released with ReleasePeer, from any thread, also after the
+ * engine was finalized.
+ */
+struct PeerRef;
+
+/** @brief The peer connected at `remote_engine` (NOT_CONNECTED if none). */
+Status AcquirePeer(Hixl &engine, const AscendString &remote_engine, PeerRef *&peer);
+
+/** @brief Release a PeerRef of AcquirePeer (null: nothing). */
+void ReleasePeer(PeerRef *peer);
+
+/**
+ * @brief TransferPost of `count` blocks at `op_descs` to a resolved peer.
+ * @param in_flight set when the call left work for a flush to complete (UCX
+ *        operations, detached copies): the local buffers must stay
+ *        untouched until then. When false, every block is complete at the
+ *        target (a same-node copy or system call) and the buffers are free.
+ */
+Status PostTo(Hixl &engine, PeerRef *peer, TransferOp operation, const TransferOpDesc *op_descs, size_t count,
+              MemType local_type, bool detach, bool &in_flight);
+
+/** @brief Flush of a resolved peer. */
+Status FlushPeer(Hixl &engine, PeerRef *peer, int32_t timeout_in_millis);
+
+/**
  * @brief Direct pointer to [remote_addr, remote_addr + len) of a peer when
  *        that region is mapped into this process; UNSUPPORTED otherwise.
  */

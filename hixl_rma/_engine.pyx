@@ -118,6 +118,7 @@ cdef extern from "_engine_compat.h" nogil:
     const char *C_OPTION_JOB_TOKEN "hixl::ext::OPTION_JOB_TOKEN"
     const char *C_OPTION_TIMEOUT_MS "hixl::ext::OPTION_TIMEOUT_MS"
     const char *C_OPTION_ENGINE_ID "hixl::ext::OPTION_ENGINE_ID"
+    const char *C_OPTION_DOMAIN "hixl::ext::OPTION_DOMAIN"
 
 cdef extern from "_engine_compat.h" namespace "hixl_rma" nogil:
     Status WaitTransfer(Hixl &, TransferReq, int32_t, TransferStatus &)
@@ -131,6 +132,7 @@ globals().update(MEM_HOST=int(MEM_HOST), MEM_DEVICE=int(MEM_DEVICE), READ=int(RE
 OPTION_JOB_TOKEN = C_OPTION_JOB_TOKEN.decode()
 OPTION_TIMEOUT_MS = C_OPTION_TIMEOUT_MS.decode()
 OPTION_ENGINE_ID = C_OPTION_ENGINE_ID.decode()
+OPTION_DOMAIN = C_OPTION_DOMAIN.decode()
 HAS_EXTENSIONS = bool(HIXL_RMA_HAS_EXT)
 # TransferRequest.status(): a timeout is raised by wait(), never a status.
 TRANSFER_WAITING, TRANSFER_COMPLETED, TRANSFER_FAILED = 0, 1, 3

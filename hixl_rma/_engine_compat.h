@@ -21,6 +21,7 @@ namespace ext {
 constexpr const char *OPTION_JOB_TOKEN = "JobToken";
 constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
 constexpr const char *OPTION_ENGINE_ID = "EngineId";
+constexpr const char *OPTION_DOMAIN = "Domain";  // the vendor engine has no domains: the binding refuses one
 constexpr Status PEER_FAILURE = 503901U;
 constexpr size_t kShareMinBytes = static_cast<size_t>(-1);  // the vendor engine shares nothing
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };

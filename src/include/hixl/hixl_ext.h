@@ -28,6 +28,10 @@ constexpr const char *OPTION_JOB_TOKEN = "JobToken";
 /** @brief Option: this engine's id within its job (e.g. its rank), proven in every handshake; a
  *         connector that names the engine it expects (ConnectTo) gets that engine or an error. */
 constexpr const char *OPTION_ENGINE_ID = "EngineId";
+/** @brief Option: the tenant domain (1 to 256 bytes; default: none, the job token alone). Bound into the
+ *         key every handshake proves, never sent: engines of different domains never complete a handshake,
+ *         even with the same job token, and learn nothing of each other but the refusal. */
+constexpr const char *OPTION_DOMAIN = "Domain";
 /** @brief Option: default timeout (ms) of internal waits (handshake, invalidation). */
 constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
 /** @brief Option: how long (us) the progress thread polls after serving a peer (default 50; 0: never). */

@@ -11,7 +11,6 @@ import hashlib
 import hmac
 import json
 import os
-import socket
 import sys
 import textwrap
 

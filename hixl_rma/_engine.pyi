@@ -10,6 +10,7 @@ WRITE: int
 OPTION_JOB_TOKEN: str
 OPTION_TIMEOUT_MS: str
 OPTION_ENGINE_ID: str
+OPTION_DOMAIN: str
 HAS_EXTENSIONS: bool
 TRANSFER_WAITING: int
 TRANSFER_COMPLETED: int
@@ -170,6 +171,8 @@ class WindowState:
 def fast_op_code(op: Any) -> int: ...
 def dlpack_dtype(capsule: Any) -> tuple[int, int, int, int]: ...
 def memory_fence() -> None: ...
+def floor_cma(pid: int, remote: int, local: Any, block: int, count: int, stride: int, rounds: int,
+              write: bool = ...) -> list[int]: ...
 
 class WinBase:
     """Base of hixl_rma.Win: the buffer protocol over the local window memory, and the hot calls."""

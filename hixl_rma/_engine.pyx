@@ -97,6 +97,11 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType, bint)
     Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, cpp_bool &)
     Status Flush(Hixl &, const AscendString &, int32_t)
+    cdef cppclass PeerRef
+    Status AcquirePeer(Hixl &, const AscendString &, PeerRef *&)
+    void ReleasePeer(PeerRef *)
+    Status PostTo(Hixl &, PeerRef *, TransferOp, const TransferOpDesc *, size_t, MemType, bint, cpp_bool &)
+    Status FlushPeer(Hixl &, PeerRef *, int32_t)
     Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&)
     Status PinRemote(Hixl &, const AscendString &, uintptr_t, size_t, void *&, void *&)
     void ReleasePin(void *)
@@ -113,6 +118,7 @@ cdef extern from "_engine_compat.h" nogil:
     const char *C_OPTION_JOB_TOKEN "hixl::ext::OPTION_JOB_TOKEN"
     const char *C_OPTION_TIMEOUT_MS "hixl::ext::OPTION_TIMEOUT_MS"
     const char *C_OPTION_ENGINE_ID "hixl::ext::OPTION_ENGINE_ID"
+    const char *C_OPTION_DOMAIN "hixl::ext::OPTION_DOMAIN"
 
 cdef extern from "_engine_compat.h" namespace "hixl_rma" nogil:
     Status WaitTransfer(Hixl &, TransferReq, int32_t, TransferStatus &)
@@ -126,6 +132,7 @@ globals().update(MEM_HOST=int(MEM_HOST), MEM_DEVICE=int(MEM_DEVICE), READ=int(RE
 OPTION_JOB_TOKEN = C_OPTION_JOB_TOKEN.decode()
 OPTION_TIMEOUT_MS = C_OPTION_TIMEOUT_MS.decode()
 OPTION_ENGINE_ID = C_OPTION_ENGINE_ID.decode()
+OPTION_DOMAIN = C_OPTION_DOMAIN.decode()
 HAS_EXTENSIONS = bool(HIXL_RMA_HAS_EXT)
 # TransferRequest.status(): a timeout is raised by wait(), never a status.
 TRANSFER_WAITING, TRANSFER_COMPLETED, TRANSFER_FAILED = 0, 1, 3
@@ -1012,6 +1019,7 @@ cdef int _descs(object descs, vector[TransferOpDesc] &v) except -1:
     return 0
 include "_fastpath.pxi"
 include "_winbase.pxi"
+include "_floor.pxi"
 
 
 # ------------------------------------------------------------ DLPack dtype

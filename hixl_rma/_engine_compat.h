@@ -21,6 +21,7 @@ namespace ext {
 constexpr const char *OPTION_JOB_TOKEN = "JobToken";
 constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
 constexpr const char *OPTION_ENGINE_ID = "EngineId";
+constexpr const char *OPTION_DOMAIN = "Domain";  // the vendor engine has no domains: the binding refuses one
 constexpr Status PEER_FAILURE = 503901U;
 constexpr size_t kShareMinBytes = static_cast<size_t>(-1);  // the vendor engine shares nothing
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
@@ -48,6 +49,14 @@ inline Status TransferPost(Hixl &, const AscendString &, TransferOp, const std::
 }
 inline Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, bool &) { return UNSUPPORTED; }
 inline Status Flush(Hixl &, const AscendString &, int32_t) { return UNSUPPORTED; }
+struct PeerRef;
+inline Status AcquirePeer(Hixl &, const AscendString &, PeerRef *&) { return UNSUPPORTED; }
+inline void ReleasePeer(PeerRef *) {}
+inline Status PostTo(Hixl &, PeerRef *, TransferOp, const TransferOpDesc *, size_t, MemType, bool, bool &in_flight) {
+  in_flight = false;
+  return UNSUPPORTED;
+}
+inline Status FlushPeer(Hixl &, PeerRef *, int32_t) { return UNSUPPORTED; }
 inline Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&) { return UNSUPPORTED; }
 inline uint64_t MappingGeneration(Hixl &) { return 0; }
 inline Status PinRemote(Hixl &, const AscendString &, uintptr_t, size_t, void *&, void *&) { return UNSUPPORTED; }

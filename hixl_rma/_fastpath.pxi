@@ -110,6 +110,11 @@ cdef class WindowState:
     cdef public object notify_late  # a failure of a send nobody waited for (the pacer's): the next sync's
     cdef cpp_mutex notify_mu
     cdef vector[string] addr     # the engine address each rank is connected at ("" until then)
+    # per rank: the engine's handle of that connection (AcquirePeer), taken at
+    # the first post, so that posts and flushes name no address; NULL until
+    # then, after a failed call (the next one resolves the address again),
+    # or where the engine has no handles (the vendor build)
+    cdef vector[PeerRef *] peer_ref
     cdef vector[uint64_t] generation  # per rank: the engine's mapping generation when mapped[r] was taken
     cdef list pins         # per rank: the RemotePin that keeps mapped[r] mapped, or None
     cdef list pending
@@ -153,6 +158,28 @@ cdef class WindowState:
         self._access = None
         self._lock_all = False
 
+    def __dealloc__(self):
+        self._release_peers()
+
+    cdef void _release_peers(self):
+        cdef size_t i
+        for i in range(self.peer_ref.size()):
+            ReleasePeer(self.peer_ref[i])
+        self.peer_ref.clear()
+
+    cdef PeerRef *_peer(self, Py_ssize_t r):
+        """r's connection handle (after _connect), or NULL: post by name."""
+        cdef PeerRef *p = self.peer_ref[r]
+        if p == NULL and HIXL_RMA_HAS_EXT:
+            if AcquirePeer(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), p) != 0:
+                p = NULL
+            self.peer_ref[r] = p
+        return p
+
+    cdef void _drop_peer(self, Py_ssize_t r):
+        ReleasePeer(self.peer_ref[r])
+        self.peer_ref[r] = NULL
+
     def set_targets(self, Engine engine, object connector, metas, world_ranks, Py_ssize_t comm_rank,
                     uint64_t acc_owner, bint dynamic):
         """Fill the table from every rank's creation record (winmeta.Meta),
@@ -185,6 +212,7 @@ cdef class WindowState:
         self.sent.resize(self.n, 0)
         self.notify_name = f"{self.key}:n/{acc_owner - 1}".encode()
         self.addr.resize(self.n)
+        self.peer_ref.resize(self.n, NULL)
         self.pending = [[] for _ in range(self.n)]
         self.posted = [None] * self.n
         self.ctrl_word.resize(self.n, NULL)
@@ -247,11 +275,11 @@ cdef class WindowState:
         self.generation[rank] = generation
         self.ready[rank] = not self.dynamic
 
-    cdef object _connect(self, Py_ssize_t r):
-        """The engine address of target r, connecting on first use."""
+    cdef int _connect(self, Py_ssize_t r) except -1:
+        """Connect to target r on first use (its engine address in addr[r])."""
         if self.addr[r].empty():
             self.addr[r] = (<str>self.connector(self.world[r])).encode()
-        return self.addr[r].decode()
+        return 0
 
     # ------------------------------------------------------------ epochs
 
@@ -338,6 +366,7 @@ cdef class WindowState:
         self.fence_stalled = None
         self.fence_pins = None
         self.pins = None
+        self._release_peers()
 
     def mark_dirty(self, Py_ssize_t rank, keep=None):
         """Engine operations to rank were posted; ``keep`` lives until the
@@ -489,34 +518,50 @@ cdef class WindowState:
             return NULL
         return <char *>self.mapped[r]
 
-    cdef int _post(self, Py_ssize_t r, int op, vector[TransferOpDesc] &v, MemType local, bint detach,
+    cdef int _post(self, Py_ssize_t r, int op, const TransferOpDesc *d, size_t count, MemType local, bint detach,
                    object keep, str what) except -1:
-        """Post v to r (complete at r's next flush, ``keep`` held until
-        then): the one way an operation reaches the engine, hot path or not.
-        A refusal is raised here, before anything is marked."""
+        """Post ``count`` blocks at d to r: the one way an operation reaches
+        the engine, hot path or not. 1: work is left for r's next flush
+        (r is dirty, ``keep`` held until then); 0: every block is complete
+        at the target already (a same-node system call or copy), nothing is
+        kept. A refusal is raised here, before anything is marked."""
         cdef Status st
+        cdef cpp_bool in_flight = True
+        cdef PeerRef *p
+        cdef vector[TransferOpDesc] v
         self._connect(r)
+        p = self._peer(r)
         self._enter()
-        with nogil:
-            st = TransferPost(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
-                              <TransferOp>op, v, local, detach)
+        if p != NULL:
+            with nogil:
+                st = PostTo(self.engine._h[0], p, <TransferOp>op, d, count, local, detach, in_flight)
+        else:
+            v.assign(d, d + count)
+            with nogil:
+                st = TransferPost(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                                  <TransferOp>op, v, local, detach)
         self.engine._calls -= 1
         if st != 0:
+            if p != NULL:
+                self._drop_peer(r)  # the next call resolves r's address again
             if what is not None:
-                self._raise(st, what, r, f" ({v.size()} block(s))" if v.size() != 1 else
-                            f" ({v[0].len} bytes at target offset {v[0].remote_addr - self.base[r]})")
-            _check(st, f"TransferPost({self.addr[r].decode()!r}, {v.size()} blocks)")
+                self._raise(st, what, r, f" ({count} block(s))" if count != 1 else
+                            f" ({d[0].len} bytes at target offset {d[0].remote_addr - self.base[r]})")
+            _check(st, f"TransferPost({self.addr[r].decode()!r}, {count} blocks)")
+        if not in_flight:
+            return 0
         self.dirty[r] = 1
         if keep is not None:
             (<list>self.pending[r]).append(keep)
-        return 0
+        return 1
 
     def post(self, Py_ssize_t rank, object op, object descs, object keep=None, bint local_device=False):
         """Post engine descriptors ((n, 3) local, remote, length) to rank,
         as the hot path posts its own; ``keep`` lives until the flush."""
         cdef vector[TransferOpDesc] v
         _descs(descs, v)
-        self._post(rank, _opcode(op), v, MEM_DEVICE if local_device else MEM_HOST, False, keep, None)
+        self._post(rank, _opcode(op), v.data(), v.size(), MEM_DEVICE if local_device else MEM_HOST, False, keep,
+                   None)
 
     cdef int _move(self, object origin, object target_rank, object target, bint write) except -1:
         """1 when done here, 0 when the Python layer must take it."""
@@ -524,8 +569,7 @@ cdef class WindowState:
         cdef uint64_t off
         cdef Py_buffer view
         cdef char *direct
-        cdef vector[TransferOpDesc] v
-        cdef Status st
+        cdef TransferOpDesc one
         cdef _Export export = None
         if type(target_rank) is int and target_rank == _PROC_NULL and self.n:
             return 1  # MPI.PROC_NULL: nothing moves, the origin is not looked at
@@ -549,18 +593,16 @@ cdef class WindowState:
                 else:
                     _copy(direct + off, <char *>view.buf, <size_t>view.len, write)
                 return 1
-            v.resize(1)
-            v[0].local_addr = <uintptr_t>view.buf
-            v[0].remote_addr = self.base[r] + off
-            v[0].len = <size_t>view.len
-            export = _Export.__new__(_Export)
-            try:
-                self._post(r, WRITE if write else READ, v, MEM_HOST, False, export, "Put" if write else "Get")
-            except BaseException:
-                export = None  # refused: nothing holds the view, released below
-                raise
-            export.view = view  # the export moves into it: released at completion, not here
-            export.held = True
+            one.local_addr = <uintptr_t>view.buf
+            one.remote_addr = self.base[r] + off
+            one.len = <size_t>view.len
+            if self._post(r, WRITE if write else READ, &one, 1, MEM_HOST, False, None, "Put" if write else "Get"):
+                # The engine still reads (or fills) the origin: the export
+                # moves into what r's flush releases, not released here.
+                export = _Export.__new__(_Export)
+                export.view = view
+                export.held = True
+                (<list>self.pending[r]).append(export)
             return 1
         finally:
             if export is None:
@@ -817,11 +859,18 @@ cdef class WindowState:
         """Complete the engine operations posted to r, or raise (the
         operations stay pending: a later flush may still complete them)."""
         cdef Status st
+        cdef PeerRef *p = self._peer(r)
         self._enter()
-        with nogil:
-            st = Flush(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
+        if p != NULL:
+            with nogil:
+                st = FlushPeer(self.engine._h[0], p, tmo)
+        else:
+            with nogil:
+                st = Flush(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), tmo)
         self.engine._calls -= 1
         if st != 0:
+            if p != NULL:
+                self._drop_peer(r)
             self._raise(st, what, r, "")
         self._completed(r)
         return 0
@@ -939,7 +988,8 @@ cdef class Target:
     @property
     def addr(self):
         """Its engine address; connects on first use."""
-        return self.core._connect(self.rank)
+        self.core._connect(self.rank)
+        return self.core.addr[self.rank].decode()
 
     def __repr__(self):
         return f"<Target rank {self.rank} (world {self.world}) of window {self.core.label()}>"

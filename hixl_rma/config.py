@@ -30,6 +30,9 @@ SETTINGS = {
                              "threads that share a same-node transfer of 4 MiB or more (default: one "
                              "helper where a core is idle)"),
     "HIXL_RMA_DIRECT": ("1", "engine start (option Direct)", "0: never map a peer's memory (no memcpy path)"),
+    "HIXL_RMA_DOMAIN": ("", "Init (option Domain)", "the tenant domain of this job's engines (1 to 256 bytes; "
+                                                    "default: none, the job alone): engines of different domains "
+                                                    "never complete a handshake, even with the same job token"),
 }
 
 
@@ -58,6 +61,24 @@ def host():
 def ifname():
     """``HIXL_RMA_IFNAME``, or None for the default choice."""
     return _get("HIXL_RMA_IFNAME") or None
+
+
+MAX_DOMAIN_BYTES = 256  # the engine's limit (option Domain)
+
+
+def domain(given=None):
+    """The tenant domain: ``given`` (Init's argument), else ``HIXL_RMA_DOMAIN``,
+    else None (the job alone). ParamError for an empty or too long one."""
+    what = "Init(domain=...)" if given is not None else "HIXL_RMA_DOMAIN"
+    value = given if given is not None else (_get("HIXL_RMA_DOMAIN") or None)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ParamError(f"{what} must be a str, got {type(value).__name__}")
+    n = len(value.encode())
+    if n == 0 or n > MAX_DOMAIN_BYTES:
+        raise ParamError(f"{what} must be 1 to {MAX_DOMAIN_BYTES} bytes, got {n}")
+    return value
 
 
 def shared_fence():

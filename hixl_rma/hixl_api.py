@@ -135,9 +135,11 @@ def Fence(comm=None):
     comm.Barrier()
 
 
-def Init():
-    """Initialize MPI and this rank's engine (idempotent)."""
-    _rt.Init()
+def Init(domain=None):
+    """Initialize MPI and this rank's engine (idempotent); ``domain``: the
+    tenant domain (default ``HIXL_RMA_DOMAIN``): engines of different
+    domains never complete a handshake."""
+    _rt.Init(domain)
 
 
 def Finalize():

@@ -19,7 +19,7 @@ import numpy as np
 from . import _engine
 from . import config
 from . import netif
-from .errors import (ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, PeerFailure,
+from .errors import (ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, ParamError, PeerFailure,
                      ResourceError, UnsupportedError)
 
 _lock = threading.RLock()
@@ -29,7 +29,7 @@ _state = None
 class _Runtime:
     """Everything Init() sets up, torn down by Finalize()."""
 
-    def __init__(self):
+    def __init__(self, domain=None):
         from mpi4py import MPI
 
         self.MPI = MPI
@@ -60,12 +60,14 @@ class _Runtime:
         devices = netif.ucx_net_devices(ifnames)
         if devices and "UCX_NET_DEVICES" not in os.environ:
             os.environ["UCX_NET_DEVICES"] = devices  # this engine's UCX context only: MPI's is made
-        self.engine = _engine.Engine(
-            f"{listen}:{0 if _engine.HAS_EXTENSIONS else _free_port(listen)}",
-            {_engine.OPTION_JOB_TOKEN: token, _engine.OPTION_TIMEOUT_MS: str(self.timeout_ms),
-             # proven in every handshake: a rank connecting to "rank N" gets rank N's engine, not
-             # another of the job's that answers at an address advertised for it
-             _engine.OPTION_ENGINE_ID: _engine_id(self.rank)})
+        options = {_engine.OPTION_JOB_TOKEN: token, _engine.OPTION_TIMEOUT_MS: str(self.timeout_ms),
+                   # proven in every handshake: a rank connecting to "rank N" gets rank N's engine, not
+                   # another of the job's that answers at an address advertised for it
+                   _engine.OPTION_ENGINE_ID: _engine_id(self.rank)}
+        self.domain = domain
+        if domain is not None:
+            options[_engine.OPTION_DOMAIN] = domain
+        self.engine = _engine.Engine(f"{listen}:{0 if _engine.HAS_EXTENSIONS else _free_port(listen)}", options)
         port = self.engine.address.rsplit(":", 1)[1]
         # host name, pid and pid namespace (a same-host peer's process can
         # be checked for), and the engine's addresses
@@ -394,12 +396,22 @@ def _free_port(host):
         return s.getsockname()[1]
 
 
-def Init():
-    """Initialize MPI (through mpi4py) and this rank's engine; idempotent."""
+def Init(domain=None):
+    """Initialize MPI (through mpi4py) and this rank's engine; idempotent.
+    ``domain``: the tenant domain of the job's engines (default
+    ``HIXL_RMA_DOMAIN``, else none): engines of different domains never
+    complete a handshake. Every rank of the job names the same one."""
     global _state
+    want = config.domain(domain)
+    if want is not None and not _engine.HAS_EXTENSIONS:
+        raise UnsupportedError(f"Init: domain {want!r} asked for, but the vendor HIXL engine has no domains "
+                               "(build the built-in engine)")
     with _lock:
         if _state is None:
-            _state = _Runtime()
+            _state = _Runtime(want)
+        elif domain is not None and want != _state.domain:
+            raise ParamError(f"Init(domain={domain!r}): this rank's engine was started in domain "
+                             f"{_state.domain!r}; Finalize first")
         return _state
 
 

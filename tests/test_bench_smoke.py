@@ -99,7 +99,7 @@ def test_rma_quick(tmp_path):
         assert m[key], key
     assert m["mpi"]["library_version"] and m["mpi"]["osc"]
     kinds = {v["kind"] for v in res["impls"].values()}
-    assert {"hixl", "mpi", "memcpy"} <= kinds
+    assert {"hixl", "mpi", "memcpy", "floor"} <= kinds
     mpi_key = next(k for k, v in res["impls"].items() if v["kind"] == "mpi")
 
     figs = {f["id"]: f for f in res["figures"]}
@@ -114,8 +114,12 @@ def test_rma_quick(tmp_path):
         assert _positive(f["results"]["hixl"]) or fid.endswith("target_cpu"), fid
         if not fid.endswith("/batch"):  # Put_batch has no MPI counterpart
             assert mpi_key in f["results"], fid
+    # The floor peer (issue 24) beside the Create rows it stands for, one host.
+    for fid in ("W2/create/put_flush", "W3/create/loop"):
+        assert _positive(figs[fid]["results"]["floor"]), fid
+    assert "floor" not in figs["W2/allocate/put_flush"]["results"]
     assert res["verified"] and all(res["verified"].values()), res["verified"]
-    assert len(res["targets"]) == 29
+    assert len(res["targets"]) == 31
     assert all(t["pass"] in (True, False, None) for t in res["targets"])
     if res["ucx_perftest"]["available"] and not res["ucx_perftest"]["error"]:
         assert _positive(figs[f"W1/create/put/flush/{16 << 20}"]["results"]["ucx"])
@@ -130,5 +134,5 @@ def test_rma_quick(tmp_path):
     mres = json.loads(merged.read_text())
     f0, f1 = figs["W2/create/put_flush"], {f["id"]: f for f in mres["figures"]}["W2/create/put_flush"]
     assert f1["results"]["hixl"]["n"] == 2 * f0["results"]["hixl"]["n"]
-    assert len(mres["targets"]) == 29
+    assert len(mres["targets"]) == 31
     assert mpng.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -206,3 +206,17 @@ def test_ucx_listeners_across_hosts_are_reachable_by_strangers(hosts, tmp_path):
         assert json.loads(p.stdout.splitlines()[-1]) == exposed["ucx"]
     finally:
         procutil.finish(server, info + ".done")
+
+
+@pytest.mark.parametrize("domains", [("tenant-a", "tenant-a"), ("tenant-a", "tenant-b")], ids=["same", "different"])
+def test_domains_across_hosts(hosts, tmp_path, domains):
+    """Tenant domains (issue 26) hold across hosts: one rank on each host, in
+    one domain they move data, in two they refuse each other and nothing is
+    written (tests/test_domains.py's job)."""
+    import test_domains
+
+    prog = tmp_path / "job.py"
+    prog.write_text(test_domains.JOB)
+    _check(hosts.mpiexec([sys.executable, str(prog), str(tmp_path), *domains], 2, "1,1", timeout=120, env=_env(),
+                         cwd=ROOT), f"domains {domains}")
+    test_domains.check_job(tmp_path, domains)

@@ -446,16 +446,16 @@ Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, co
       server_nonce.size() != kNonceLen || !cc.bytes(server_id, kMaxNameLen) || !cc.bytes(server_proof, kMacLen))
     return Fail(FAILED, "Connect to " + remote + ": malformed handshake (not a HIXL engine of this version?)");
   // The server proves the token (and its id) first: one that cannot learns nothing from us.
-  if (!ConstantTimeEqual(server_proof, Proof(options_.token, "server", server_id, nonce, server_nonce, hp.port)))
+  if (!ConstantTimeEqual(server_proof, Proof(options_.auth_key, "server", server_id, nonce, server_nonce, hp.port)))
     return Fail(FAILED, "Connect to " + remote + " refused: the engine there does not prove this job token "
-                        "(job token mismatch, or another process on that port)");
+                        "and domain (job token or domain mismatch, or another process on that port)");
   // Another engine of this job (an address that reaches another host, a
   // port taken over): not the one asked for, and told nothing more.
   if (!expected_id.empty() && !ConstantTimeEqual(server_id, expected_id))
     return Fail(FAILED, "Connect to " + remote + " refused: the engine there is '" + server_id + "' of this job, not '" +
                             expected_id + "'");
   Writer proof;
-  proof.bytes(Proof(options_.token, "client", options_.engine_id, nonce, server_nonce, hp.port));
+  proof.bytes(Proof(options_.auth_key, "client", options_.engine_id, nonce, server_nonce, hp.port));
   if (!SendAll(fd, Frame(Msg::PROOF, 0, proof.str()), deadline) || !RecvFrame(fd, h, payload, kMaxPayload, deadline))
     return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED,
                 "Connect to " + remote + ": the handshake was cut short");
@@ -968,7 +968,7 @@ bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const 
       Writer w;
       w.bytes(a.server_nonce);
       w.bytes(options_.engine_id);
-      w.bytes(Proof(options_.token, "server", options_.engine_id, a.client_nonce, a.server_nonce, listen_port_));
+      w.bytes(Proof(options_.auth_key, "server", options_.engine_id, a.client_nonce, a.server_nonce, listen_port_));
       a.stage = Accepted::Stage::PROOF;
       return Queue(a, Frame(Msg::CHALLENGE, 0, w.str()));
     }
@@ -977,7 +977,7 @@ bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const 
       Cursor c(payload.data(), payload.size());
       std::string proof;
       if (!c.bytes(proof, kMacLen) ||
-          !ConstantTimeEqual(proof, Proof(options_.token, "client", a.client_id, a.client_nonce, a.server_nonce,
+          !ConstantTimeEqual(proof, Proof(options_.auth_key, "client", a.client_id, a.client_nonce, a.server_nonce,
                                           listen_port_))) {
         // The stranger learns nothing but the refusal.
         a.close_after_out = true;

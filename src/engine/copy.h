@@ -27,7 +27,8 @@ namespace engine {
 constexpr size_t kStreamBytes = 4U << 20;
 
 /** @brief True when a batch is large enough for non-temporal stores. */
-inline bool ShouldStream(const std::vector<TransferOpDesc> &descs) {
+template <class Descs>
+inline bool ShouldStream(const Descs &descs) {
   size_t total = 0;
   for (const auto &d : descs) total += d.len;
   return total >= kStreamBytes;

@@ -37,9 +37,8 @@ Status DataPlane::LookupPeer(const std::string &remote, PeerPtr &peer) {
   return SUCCESS;
 }
 
-Status DataPlane::Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc> &descs,
-                          std::vector<const RemoteRegion *> &where, std::shared_lock<std::shared_mutex> &lock,
-                          Deadline deadline) {
+Status DataPlane::Resolve(const PeerPtr &peer, DescSpan descs, std::vector<const RemoteRegion *> &where,
+                          std::shared_lock<std::shared_mutex> &lock, LazyDeadline &deadline) {
   where.resize(descs.size());
   for (int attempt = 0; attempt < 2; ++attempt) {
     size_t miss = descs.size();
@@ -66,7 +65,7 @@ Status DataPlane::Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc>
                                      peer->name);
     // The cached table may be stale: fetch it again, once.
     lock.unlock();
-    Status st = control_.RefreshTable(peer, deadline);
+    Status st = control_.RefreshTable(peer, deadline.get());
     lock.lock();
     if (st != SUCCESS) return st;
   }
@@ -88,7 +87,7 @@ Status DataPlane::PostUcx(Peer &peer, ucp_ep_h ep, TransferOp op, const Transfer
   return SUCCESS;
 }
 
-Status DataPlane::PostVectored(Peer &peer, ucp_ep_h ep, TransferOp op, const std::vector<TransferOpDesc> &descs,
+Status DataPlane::PostVectored(Peer &peer, ucp_ep_h ep, TransferOp op, DescSpan descs,
                                const std::vector<const RemoteRegion *> &where, const std::vector<size_t> &blocks,
                                bool &posted) {
   // Every block was resolved against the peer's registered regions, and the
@@ -130,19 +129,23 @@ Status DataPlane::PostVectored(Peer &peer, ucp_ep_h ep, TransferOp op, const std
   // an endpoint is closed with operations still pending in it).
   if (std::any_of(shares.begin(), shares.end(), [](const CmaShare &s) { return s.err == ESRCH; })) {
     for (const auto &s : shares) vectored_calls_ += s.calls;
-    peer.cma = false;
-    return Fail(ext::PEER_FAILURE, "transfer to " + peer.name + ": its process is gone (no such pid)");
+    return CmaPeerGone(peer);
   }
   for (size_t k = 0; k < shares.size(); ++k) {
-    Status st = FinishShare(peer, ep, op, descs, where, pieces, local, shares[k], posted);
+    Status st = FinishShare(peer, ep, op, descs, where.data(), pieces.data(), local.data(), shares[k], posted);
     if (st != SUCCESS) return st;
   }
   return SUCCESS;
 }
 
-Status DataPlane::FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                              const std::vector<const RemoteRegion *> &where, const std::vector<CmaPiece> &pieces,
-                              const std::vector<iovec> &local, const CmaShare &s, bool &posted) {
+Status DataPlane::CmaPeerGone(Peer &peer) {
+  peer.cma = false;
+  return Fail(ext::PEER_FAILURE, "transfer to " + peer.name + ": its process is gone (no such pid)");
+}
+
+Status DataPlane::FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, DescSpan descs,
+                              const RemoteRegion *const *where, const CmaPiece *pieces, const iovec *local,
+                              const CmaShare &s, bool &posted) {
   vectored_calls_ += s.calls;
   // Not permitted (ptrace policy, no such system call): UCX from now on; it
   // reports a dead peer as PEER_FAILURE at the flush, as it always did.
@@ -167,10 +170,64 @@ Status DataPlane::FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, const std:
   return SUCCESS;
 }
 
-Status DataPlane::Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                       Deadline deadline, bool &posted, bool local_host, bool detach) {
+Status DataPlane::PostOne(Peer &peer, TransferOp op, const TransferOpDesc &d, bool local_host, bool &posted,
+                          bool &done) {
+  done = false;
+  // Empty, invalid or large blocks (shared between threads, streamed,
+  // detached) are the general path's, and so is a miss (it fetches the
+  // table again).
+  if (d.len == 0 || d.local_addr == 0 || d.local_addr + d.len < d.local_addr || d.len >= ext::kShareMinBytes)
+    return SUCCESS;
+  std::shared_lock<std::shared_mutex> lock(peer.table_mu);
+  const RemoteRegion *r = peer.Find(d.remote_addr, d.len);
+  if (r == nullptr || !peer.ep) return SUCCESS;
+  done = true;
+  const ucp_ep_h ep = peer.ep->get();
+  Status st = SUCCESS;
+  if (r->mapped != nullptr && local_host) {
+    CopyBlock(r->mapped + (d.remote_addr - r->addr), reinterpret_cast<char *>(d.local_addr), d.len, op == WRITE,
+              false);
+    ++direct_ops_;
+  } else if (local_host && r->type == MEM_HOST && peer.cma.load(std::memory_order_relaxed)) {
+    iovec local{reinterpret_cast<void *>(d.local_addr), d.len};
+    iovec remote{reinterpret_cast<void *>(d.remote_addr), d.len};
+    const CmaPiece piece{0, 0};
+    CmaShare share{0, 1};
+    if (!peer.PidStillPeer()) return CmaPeerGone(peer);
+    share.moved = VectoredMove(static_cast<pid_t>(peer.pid), op == WRITE, &local, &remote, 1,
+                               options_.cma == CmaMode::SHORT, share.err, share.calls);
+    if (share.err == ESRCH) {
+      vectored_calls_ += share.calls;
+      return CmaPeerGone(peer);
+    }
+    st = FinishShare(peer, ep, op, DescSpan(&d, 1), &r, &piece, &local, share, posted);
+  } else {
+    posted = true;
+    st = PostUcx(peer, ep, op, d, *r, 0);
+  }
+  if (st != SUCCESS) return st;
+  if (op == WRITE) {
+    bytes_written_ += d.len;
+    peer.bytes_written += d.len;
+  } else {
+    bytes_read_ += d.len;
+    peer.bytes_read += d.len;
+  }
+  ++transfer_ops_;
+  ++peer.ops;
+  return SUCCESS;
+}
+
+Status DataPlane::Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyDeadline deadline, bool &posted,
+                       bool local_host, bool detach, bool *detached) {
   if (op != READ && op != WRITE) return Fail(PARAM_INVALID, "transfer: operation must be READ or WRITE");
   posted = false;
+  if (detached != nullptr) *detached = false;
+  if (descs.size() == 1) {
+    bool done = false;
+    Status st = PostOne(*peer, op, descs[0], local_host, posted, done);
+    if (done || st != SUCCESS) return st;
+  }
   std::shared_lock<std::shared_mutex> lock(peer->table_mu);
   std::vector<const RemoteRegion *> where;
   Status st = Resolve(peer, descs, where, lock, deadline);
@@ -211,6 +268,7 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, const std::vector<Tra
       // the keys keep the regions mapped, and the region's invalidation
       // finishes the peer's detached jobs before it lets the peer reuse it.
       copier_.SubmitCopies(peer, std::move(mapped), stream, std::move(mapped_keys));
+      if (detached != nullptr) *detached = true;
     } else {
       mapped.Run(op == WRITE, stream, options_.cma_threads);
     }
@@ -268,7 +326,7 @@ Status DataPlane::TransferSync(const std::string &remote, TransferOp op, const s
   if (st != SUCCESS) return st;
   auto deadline = DeadlineIn(timeout_ms);
   bool posted = false;
-  st = Post(peer, op, descs, deadline, posted);
+  st = Post(peer, op, descs, LazyDeadline(deadline), posted);
   if (st == SUCCESS && posted) st = WaitFlush(peer, deadline, "TransferSync");
   return st;
 }
@@ -279,7 +337,7 @@ Status DataPlane::TransferAsync(const std::string &remote, TransferOp op, const 
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
   bool posted = false;
-  st = Post(peer, op, descs, DeadlineIn(options_.timeout_ms), posted);
+  st = Post(peer, op, descs, LazyDeadline(options_.timeout_ms), posted);
   if (st != SUCCESS) return st;
   std::shared_ptr<Worker> worker;
   void *flush = nullptr;
@@ -315,7 +373,34 @@ Status DataPlane::TransferPost(const std::string &remote, TransferOp op, const s
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
   bool posted = false;
-  return Post(peer, op, descs, DeadlineIn(options_.timeout_ms), posted, local_type == MEM_HOST, detach);
+  return Post(peer, op, descs, LazyDeadline(options_.timeout_ms), posted, local_type == MEM_HOST, detach);
+}
+
+Status DataPlane::AcquirePeer(const std::string &remote, ext::PeerRef *&ref) {
+  PeerPtr peer;
+  Status st = LookupPeer(remote, peer);
+  if (st != SUCCESS) return st;
+  ref = new ext::PeerRef{std::move(peer)};
+  return SUCCESS;
+}
+
+Status DataPlane::PostTo(const PeerPtr &peer, TransferOp op, DescSpan descs, MemType local_type, bool detach,
+                         bool &in_flight) {
+  in_flight = false;
+  if (!control_.started()) return Fail(FAILED, "engine is not initialized");
+  if (peer->dead) return peer->Error("transfer");
+  bool posted = false, detached = false;
+  Status st = Post(peer, op, descs, LazyDeadline(options_.timeout_ms), posted, local_type == MEM_HOST, detach,
+                   &detached);
+  // Even a failed call may have left operations in UCX: the origin stays in use until a flush.
+  in_flight = posted || detached;
+  return st;
+}
+
+Status DataPlane::FlushPeer(const PeerPtr &peer, int32_t timeout_ms) {
+  if (!control_.started()) return Fail(FAILED, "engine is not initialized");
+  if (peer->dead) return peer->Error("Flush");
+  return WaitFlush(peer, DeadlineIn(timeout_ms), "Flush");
 }
 
 Status DataPlane::GetTransferStatus(const TransferReq &req, TransferStatus &status) {
@@ -364,13 +449,16 @@ Status DataPlane::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t 
   if (addr % 8 != 0) return Fail(PARAM_INVALID, "atomic: " + Range(addr, 8) + " is not 8-byte aligned");
   if (result == nullptr && (op == ext::AtomicOp::SWAP || op == ext::AtomicOp::CSWAP))
     return Fail(PARAM_INVALID, "atomic: SWAP and CSWAP need a result");
-  auto deadline = DeadlineIn(timeout_ms);
+  LazyDeadline deadline(timeout_ms);
   std::shared_lock<std::shared_mutex> lock(peer->table_mu);
-  std::vector<TransferOpDesc> one{{1, addr, 8}};
-  std::vector<const RemoteRegion *> where;
-  st = Resolve(peer, one, where, lock, deadline);
-  if (st != SUCCESS) return st;
-  const RemoteRegion *r = where[0];
+  const RemoteRegion *r = peer->Find(addr, 8);
+  if (r == nullptr) {  // a miss: fetch the table again, once
+    const TransferOpDesc one{1, addr, 8};
+    std::vector<const RemoteRegion *> where;
+    st = Resolve(peer, DescSpan(&one, 1), where, lock, deadline);
+    if (st != SUCCESS) return st;
+    r = where[0];
+  }
   ++atomic_ops_;
   ++peer->ops;
   if (r->mapped != nullptr) {
@@ -425,7 +513,7 @@ Status DataPlane::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t 
     if (req != nullptr) ucp_request_free(req);
     return SUCCESS;
   }
-  ucs_status_t us = ep->worker()->Wait(req, deadline, [&] { return peer->Abort(); });
+  ucs_status_t us = ep->worker()->Wait(req, deadline.get(), [&] { return peer->Abort(); });
   if (us != UCS_OK) {
     if (us != UCS_ERR_TIMED_OUT && !peer->dead) delete reply;
     if (peer->dead) return peer->Error("atomic");
@@ -443,7 +531,8 @@ Status DataPlane::RemotePtr(const std::string &remote, uintptr_t addr, size_t le
   std::shared_lock<std::shared_mutex> lock(peer->table_mu);
   std::vector<TransferOpDesc> one{{1, addr, len}};
   std::vector<const RemoteRegion *> where;
-  st = Resolve(peer, one, where, lock, DeadlineIn(options_.timeout_ms));
+  LazyDeadline deadline(options_.timeout_ms);
+  st = Resolve(peer, one, where, lock, deadline);
   if (st != SUCCESS) return st;
   if (where[0] != nullptr && where[0]->mapped == nullptr) {
     // Overlapping registrations (one buffer registered twice): a mapped one covering the range will do.

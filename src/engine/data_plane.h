@@ -30,6 +30,7 @@
 
 #include "cma.h"
 #include "control_plane.h"
+#include "desc_span.h"
 #include "detached.h"
 #include "hixl/hixl_ext.h"
 #include "hixl/hixl_types.h"
@@ -38,6 +39,14 @@
 #include "share.h"
 
 namespace hixl {
+namespace ext {
+/** A connection resolved once (AcquirePeer): what the data calls that take
+ *  it need, without the lookup by name. */
+struct PeerRef {
+  engine::PeerPtr peer;
+};
+}  // namespace ext
+
 namespace engine {
 
 class DataPlane {
@@ -55,6 +64,14 @@ class DataPlane {
   Status TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
                       MemType local_type, bool detach = false);
   Status Flush(const std::string &remote, int32_t timeout_ms);
+  /** @brief The peer connected at `remote`, for the calls below (ext::AcquirePeer). */
+  Status AcquirePeer(const std::string &remote, ext::PeerRef *&ref);
+  /** @brief TransferPost on a resolved peer; `in_flight`: the call left work to complete (UCX operations,
+   *  detached copies), else every block is complete at the target and the local buffers are free. */
+  Status PostTo(const PeerPtr &peer, TransferOp op, DescSpan descs, MemType local_type, bool detach,
+                bool &in_flight);
+  /** @brief Flush on a resolved peer. */
+  Status FlushPeer(const PeerPtr &peer, int32_t timeout_ms);
   Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
                 uint64_t *result, int32_t timeout_ms);
   /** @brief The address here of a peer's mapped range; with ``pin``, also a
@@ -75,19 +92,26 @@ class DataPlane {
  private:
   Status LookupPeer(const std::string &remote, PeerPtr &peer);
   /** @brief The region of each block (null for an empty one), fetching the table again once on a miss. */
-  Status Resolve(const PeerPtr &peer, const std::vector<TransferOpDesc> &descs,
-                 std::vector<const RemoteRegion *> &where, std::shared_lock<std::shared_mutex> &lock,
-                 Deadline deadline);
-  Status Post(const PeerPtr &peer, TransferOp op, const std::vector<TransferOpDesc> &descs, Deadline deadline,
-              bool &posted, bool local_host = true, bool detach = false);
+  Status Resolve(const PeerPtr &peer, DescSpan descs, std::vector<const RemoteRegion *> &where,
+                 std::shared_lock<std::shared_mutex> &lock, LazyDeadline &deadline);
+  /** @brief Post every block; `posted`: some went to UCX (a flush completes them), `detached`: some
+   *  went to the copy thread. */
+  Status Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyDeadline deadline, bool &posted,
+              bool local_host = true, bool detach = false, bool *detached = nullptr);
+  /** @brief The common call, one small block found in the peer's table at the first try, moved with
+   *  nothing allocated, no lock but the table's and no clock read; `done` false: not that case, nothing
+   *  done (Post's general path takes it). */
+  Status PostOne(Peer &peer, TransferOp op, const TransferOpDesc &d, bool local_host, bool &posted, bool &done);
   Status PostUcx(Peer &peer, ucp_ep_h ep, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
                  size_t index);
-  Status PostVectored(Peer &peer, ucp_ep_h ep, TransferOp op, const std::vector<TransferOpDesc> &descs,
+  Status PostVectored(Peer &peer, ucp_ep_h ep, TransferOp op, DescSpan descs,
                       const std::vector<const RemoteRegion *> &where, const std::vector<size_t> &blocks,
                       bool &posted);
-  Status FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                     const std::vector<const RemoteRegion *> &where, const std::vector<CmaPiece> &pieces,
-                     const std::vector<iovec> &local, const CmaShare &s, bool &posted);
+  /** @brief What a share of a vectored move left: the rest to UCX, or the peer's death. */
+  Status FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, DescSpan descs, const RemoteRegion *const *where,
+                     const CmaPiece *pieces, const iovec *local, const CmaShare &s, bool &posted);
+  /** @brief A vectored move found the peer's pid gone: the peer is, and cma to it ends. */
+  Status CmaPeerGone(Peer &peer);
   /** @brief Remote completion of what was posted to peer; `detached`: after its detached jobs too. */
   Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached = true);
   /** @brief SendNotify to a looked-up peer; `detached` as for WaitFlush (the copy thread passes false). */

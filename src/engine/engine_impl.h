@@ -88,6 +88,15 @@ class HixlImpl {
     return data_.TransferPost(remote, op, descs, local_type, detach);
   }
   Status Flush(const std::string &remote, int32_t timeout_ms) { return data_.Flush(remote, timeout_ms); }
+  Status AcquirePeer(const std::string &remote, ext::PeerRef *&ref) {
+    if (!initialized()) return engine::Fail(FAILED, "AcquirePeer: engine is not initialized");
+    return data_.AcquirePeer(remote, ref);
+  }
+  Status PostTo(const engine::PeerPtr &peer, TransferOp op, engine::DescSpan descs, MemType local_type, bool detach,
+                bool &in_flight) {
+    return data_.PostTo(peer, op, descs, local_type, detach, in_flight);
+  }
+  Status FlushPeer(const engine::PeerPtr &peer, int32_t timeout_ms) { return data_.FlushPeer(peer, timeout_ms); }
   Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr) {
     return data_.RemotePtr(remote, addr, len, ptr, nullptr);
   }

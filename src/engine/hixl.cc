@@ -118,6 +118,26 @@ Status Flush(Hixl &e, const AscendString &remote, int32_t timeout_in_millis) {
   HIXL_EXT_FORWARD(e, Flush(remote.GetString(), timeout_in_millis));
 }
 
+Status AcquirePeer(Hixl &e, const AscendString &remote, PeerRef *&peer) {
+  HIXL_EXT_FORWARD(e, AcquirePeer(remote.GetString(), peer));
+}
+
+void ReleasePeer(PeerRef *peer) { delete peer; }
+
+Status PostTo(Hixl &e, PeerRef *peer, TransferOp operation, const TransferOpDesc *op_descs, size_t count,
+              MemType local_type, bool detach, bool &in_flight) {
+  in_flight = false;
+  if (peer == nullptr || (op_descs == nullptr && count != 0))
+    return engine::Fail(PARAM_INVALID, "PostTo: null peer or descriptors");
+  HIXL_EXT_FORWARD(e, PostTo(peer->peer, operation, engine::DescSpan(op_descs, count), local_type, detach,
+                             in_flight));
+}
+
+Status FlushPeer(Hixl &e, PeerRef *peer, int32_t timeout_in_millis) {
+  if (peer == nullptr) return engine::Fail(PARAM_INVALID, "FlushPeer: null peer");
+  HIXL_EXT_FORWARD(e, FlushPeer(peer->peer, timeout_in_millis));
+}
+
 Status RemotePtr(Hixl &e, const AscendString &remote, uintptr_t remote_addr, size_t len, void *&ptr) {
   HIXL_EXT_FORWARD(e, RemotePtr(remote.GetString(), remote_addr, len, ptr));
 }

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "auth.h"
 #include "hixl/hixl_ext.h"
 #include "status.h"
 #include "ucx_env.h"
@@ -31,6 +32,11 @@ Status ParseOptions(const std::map<AscendString, AscendString> &options, Options
       if (val.size() > kMaxTokenLen)
         return Fail(PARAM_INVALID, "job token longer than " + std::to_string(kMaxTokenLen) + " bytes");
       out.token = val;
+    } else if (key == ext::OPTION_DOMAIN) {
+      if (val.empty() || val.size() > kMaxNameLen)
+        return Fail(PARAM_INVALID, "option Domain must be 1 to " + std::to_string(kMaxNameLen) + " bytes, got " +
+                                       std::to_string(val.size()));
+      out.domain = val;
     } else if (key == ext::OPTION_ENGINE_ID) {
       if (val.size() > kMaxNameLen)
         return Fail(PARAM_INVALID, "option EngineId longer than " + std::to_string(kMaxNameLen) + " bytes");
@@ -56,6 +62,8 @@ Status ParseOptions(const std::map<AscendString, AscendString> &options, Options
       out.cma_threads = static_cast<size_t>(t);
     }
   }
+  out.auth_key =
+      out.domain.empty() ? out.token : HmacSha256(out.token, std::string("hixl-rma domain\0", 16) + out.domain);
   if (!ParseCmaMode(cma, out.cma)) return Fail(PARAM_INVALID, "option Cma must be 1, 0 or short, got '" + cma + "'");
   // Mapping a peer's memory bypasses the transports UCX_TLS selects; when the
   // user narrowed UCX_TLS to network transports, honour that and never map.

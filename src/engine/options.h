@@ -24,6 +24,11 @@ constexpr long kMaxPollUs = 100000;
 /** @brief What Initialize was told, checked. Written once by ParseOptions, then read-only. */
 struct Options {
   std::string token;                        ///< JobToken
+  std::string domain;                       ///< Domain ("" when not given)
+  /** The key the handshake's proofs are made with: the token, or (with a
+   *  Domain) an HMAC of the domain under the token, so that a proof shows
+   *  both and neither travels. */
+  std::string auth_key;
   std::string engine_id;                    ///< EngineId: who this engine is within the job (proven in handshakes)
   int32_t timeout_ms = kDefaultTimeoutMs;   ///< TimeoutMs: internal waits, and calls given no timeout
   long poll_us = kDefaultPollUs;            ///< PollUs

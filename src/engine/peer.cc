@@ -1,5 +1,7 @@
 #include "peer.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <iterator>
 #include <mutex>
@@ -87,15 +89,23 @@ Status Peer::TakeDetachedFailure(const char *what) {
   return Fail(detached_status, std::string(what) + " to " + name + ": " + detached_error);
 }
 
-// A successful pidfd poll vouches for the pid for a millisecond: the kernel
-// hands an exited process's pid to another one only after cycling through
-// the whole pid space, which takes far longer.
+// A successful pidfd poll vouches for the pid for a few milliseconds: the
+// kernel hands an exited process's pid to another one only after cycling
+// through the whole pid space, which takes far longer. The coarse clock is
+// read from the vDSO without reading a timer, so the common post costs no
+// timer read; its tick (1 to 4 ms) is resolution enough for this bound.
+static int64_t CoarseNowNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
 bool Peer::PidStillPeer() {
   if (dead) return false;
-  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+  const int64_t now = CoarseNowNs();
   if (now < pid_vouched_until.load(std::memory_order_relaxed)) return true;
   if (!PidAlive(pidfd.get())) return false;
-  pid_vouched_until.store(now + 1000000, std::memory_order_relaxed);
+  pid_vouched_until.store(now + 2000000, std::memory_order_relaxed);
   return true;
 }
 

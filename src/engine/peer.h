@@ -71,7 +71,7 @@ struct Peer {
   uint64_t pid = 0;
   UniqueFd pidfd;
   std::atomic<bool> cma{false};
-  std::atomic<int64_t> pid_vouched_until{0};  ///< steady-clock ns: a pidfd poll vouched for pid till then
+  std::atomic<int64_t> pid_vouched_until{0};  ///< CLOCK_MONOTONIC_COARSE ns: a pidfd poll vouched for pid till then
   /// A UCX operation was posted to ep since the last flush began (see DataPlane::WaitFlush).
   std::atomic<bool> ucx_unflushed{true};
 

@@ -24,6 +24,26 @@ inline Deadline DeadlineIn(int32_t ms) {
   return Clock::now() + std::chrono::milliseconds(ms < 0 ? 0 : ms);
 }
 
+/** A deadline ``ms`` from when it is first asked for: a call that never
+ *  waits (the common transfer post) reads no clock. */
+class LazyDeadline {
+ public:
+  explicit LazyDeadline(int32_t ms) : ms_(ms) {}
+  explicit LazyDeadline(Deadline d) : known_(true), deadline_(d) {}
+  Deadline get() {
+    if (!known_) {
+      deadline_ = DeadlineIn(ms_);
+      known_ = true;
+    }
+    return deadline_;
+  }
+
+ private:
+  int32_t ms_ = 0;
+  bool known_ = false;
+  Deadline deadline_{};
+};
+
 constexpr uint32_t kMagic = 0x4d525848U;  // "HXRM"
 constexpr uint16_t kVersion = 3;  // 2: mutual challenge-response, region ids; 3: engine ids in the proofs
 /** Frames before authentication are tiny: a stranger cannot make us buffer much. */

@@ -28,6 +28,10 @@ constexpr const char *OPTION_JOB_TOKEN = "JobToken";
 /** @brief Option: this engine's id within its job (e.g. its rank), proven in every handshake; a
  *         connector that names the engine it expects (ConnectTo) gets that engine or an error. */
 constexpr const char *OPTION_ENGINE_ID = "EngineId";
+/** @brief Option: the tenant domain (1 to 256 bytes; default: none, the job token alone). Bound into the
+ *         key every handshake proves, never sent: engines of different domains never complete a handshake,
+ *         even with the same job token, and learn nothing of each other but the refusal. */
+constexpr const char *OPTION_DOMAIN = "Domain";
 /** @brief Option: default timeout (ms) of internal waits (handshake, invalidation). */
 constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
 /** @brief Option: how long (us) the progress thread polls after serving a peer (default 50; 0: never). */
@@ -145,6 +149,36 @@ Status PostNotify(Hixl &engine, const AscendString &remote_engine, const NotifyD
 
 /** @brief Remote completion of all work posted so far to one peer. */
 Status Flush(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in_millis);
+
+/**
+ * A connected peer resolved once by its address (AcquirePeer): the data
+ * calls that take it (PostTo, FlushPeer) skip the lookup by name and the
+ * control plane's lock. It refers to that connection's state, not to the
+ * address: once the peer is dead or torn down, calls on it fail
+ * (PEER_FAILURE, NOT_CONNECTED) and a new one is acquired after a new
+ * connect. Released with ReleasePeer, from any thread, also after the
+ * engine was finalized.
+ */
+struct PeerRef;
+
+/** @brief The peer connected at `remote_engine` (NOT_CONNECTED if none). */
+Status AcquirePeer(Hixl &engine, const AscendString &remote_engine, PeerRef *&peer);
+
+/** @brief Release a PeerRef of AcquirePeer (null: nothing). */
+void ReleasePeer(PeerRef *peer);
+
+/**
+ * @brief TransferPost of `count` blocks at `op_descs` to a resolved peer.
+ * @param in_flight set when the call left work for a flush to complete (UCX
+ *        operations, detached copies): the local buffers must stay
+ *        untouched until then. When false, every block is complete at the
+ *        target (a same-node copy or system call) and the buffers are free.
+ */
+Status PostTo(Hixl &engine, PeerRef *peer, TransferOp operation, const TransferOpDesc *op_descs, size_t count,
+              MemType local_type, bool detach, bool &in_flight);
+
+/** @brief Flush of a resolved peer. */
+Status FlushPeer(Hixl &engine, PeerRef *peer, int32_t timeout_in_millis);
 
 /**
  * @brief Direct pointer to [remote_addr, remote_addr + len) of a peer when

@@ -1,0 +1,78 @@
+# What the benchmark sets beside the hot path (python -m hixl_rma.bench rma,
+# the "floor" peer): the system call a same-node Put or Get into a
+# Win.Create window comes down to, timed in C with nothing around it, so
+# that a figure says how far above that floor the whole call is.
+
+cdef extern from "<sys/uio.h>" nogil:
+    cdef struct iovec:
+        void *iov_base
+        size_t iov_len
+    ssize_t process_vm_writev(int pid, const iovec *local, unsigned long liovcnt, const iovec *remote,
+                              unsigned long riovcnt, unsigned long flags)
+    ssize_t process_vm_readv(int pid, const iovec *local, unsigned long liovcnt, const iovec *remote,
+                             unsigned long riovcnt, unsigned long flags)
+
+cdef extern from "<time.h>" nogil:
+    cdef struct timespec:
+        long tv_sec
+        long tv_nsec
+    int clock_gettime(int clk, timespec *ts)
+    int CLOCK_MONOTONIC
+
+cdef extern from "<errno.h>" nogil:
+    int errno
+
+
+cdef inline long long _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec * 1000000000LL + ts.tv_nsec
+
+
+def floor_cma(int pid, uintptr_t remote, local, size_t block, size_t count, size_t stride, size_t rounds,
+              bint write=True):
+    """``rounds`` rounds of ``count`` process_vm_writev (readv unless
+    ``write``) calls of ``block`` bytes each, between ``local`` (a writable
+    buffer of at least count x block bytes) and process ``pid``'s memory at
+    ``remote`` (the i-th call at remote + i x stride): a list of each
+    round's nanoseconds. OSError when the kernel refuses."""
+    cdef Py_buffer view
+    cdef iovec lv, rv
+    cdef size_t i, k
+    cdef long long t0
+    cdef ssize_t got = 0
+    cdef int err = 0
+    cdef vector[long long] ns
+    if block == 0 or count == 0:
+        raise ValueError("floor_cma: block and count must be positive")
+    if _get_buffer(local, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0:
+        PyErr_Clear()
+        raise TypeError("floor_cma: local must be a writable C-contiguous buffer")
+    try:
+        if <size_t>view.len < block * count:
+            raise ValueError(f"floor_cma: local buffer has {view.len} bytes, {block * count} needed")
+        ns.resize(rounds)
+        with nogil:
+            for k in range(rounds):
+                t0 = _now_ns()
+                for i in range(count):
+                    lv.iov_base = <char *>view.buf + i * block
+                    lv.iov_len = block
+                    rv.iov_base = <void *>(remote + i * stride)
+                    rv.iov_len = block
+                    if write:
+                        got = process_vm_writev(pid, &lv, 1, &rv, 1, 0)
+                    else:
+                        got = process_vm_readv(pid, &lv, 1, &rv, 1, 0)
+                    if got != <ssize_t>block:
+                        err = errno if got < 0 else 0
+                        break
+                ns[k] = _now_ns() - t0
+                if got != <ssize_t>block:
+                    break
+    finally:
+        PyBuffer_Release(&view)
+    if got != <ssize_t>block:
+        raise OSError(err, f"floor_cma: process_vm_{'writev' if write else 'readv'} to pid {pid} moved {got} "
+                           f"of {block} bytes")
+    return [ns[k] for k in range(rounds)]

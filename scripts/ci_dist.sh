@@ -131,9 +131,11 @@ case $cmd in
     mkdir -p "$DIST_WORK/run-$name"
     cp "$REPO"/examples/*.py "$DIST_WORK/run-$name/"
     check_import "$name"
-    out=$(in_venv "$name" mpiexec -n 2 python kv_cache_transfer.py --compare mpi 2>&1) || { echo "$out"; die "demo exited $?"; }
-    echo "$out"
-    [ "$(grep -c "verification: PASSED" <<< "$out")" -eq 2 ] || die "the demo did not report two verified runs"
+    log=$DIST_WORK/run-$name/demo.log
+    rc=0
+    in_venv "$name" mpiexec -n 2 python kv_cache_transfer.py --compare mpi 2>&1 | tee "$log" || rc=$?
+    [ "$rc" -eq 0 ] || die "the demo exited $rc"
+    [ "$(grep -c "verification: PASSED" "$log")" -eq 2 ] || die "the demo did not report two verified runs"
     ;;
   core)
     name=$1 n=$2; shift 2

@@ -476,7 +476,7 @@ cdef class Engine:
 
     def __dealloc__(self):
         # No call can be in flight here: every call holds a reference to
-        # this object (its own, or its FastWin's). Were one counted anyway,
+        # this object (its own, or its window state's). Were one counted anyway,
         # the engine is left alive rather than freed under it.
         if self._h != NULL and self._calls == 0:
             # Finalize is local (no collective, no waiting on peers beyond a

@@ -11,7 +11,7 @@ location takes the same one:
   accumulate takes it on a target that asked for it (``acc_locked``: host
   memory UCX did not allocate, of a window on one host), whose memory UCX's
   atomics reach only with the target's CPU; the hot path
-  (FastWin._locked_atomic) takes the same lock for one 8-byte element.
+  (WindowState._locked_atomic) takes the same lock for one 8-byte element.
 """
 import ctypes
 

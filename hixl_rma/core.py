@@ -1,8 +1,8 @@
 """The core of a hixl_rma window: the one owner of its state.
 
-``WindowCore`` holds everything a window is (its communicator, memory,
-registrations, what every rank told the others, the hot path's ``FastWin``)
-and the services its parts share: the checks every call makes (window
+``WindowCore`` holds everything a window is (its communicator, memory and
+registrations; by deriving from the extension type ``WindowState``, the
+table of targets and the origin's epochs) and the services its parts share: the checks every call makes (window
 alive, rank, epoch, access mode, bounds), descriptors, posting, completion.
 The parts -- ``epochs.Sync``, ``accumulate.Accumulates``,
 ``notify.Notifications``, ``batch.Batches``, ``attributes.Attributes`` --
@@ -25,7 +25,7 @@ from ._datatypes import as_buffer, clip_blocks, target_blocks
 from .comm import as_communicator
 from .device import is_device, with_cai
 from .dynamic import Regions
-from .errors import (PARAM_INVALID, AccessError, BoundsError, EpochError, HixlError, ParamError,
+from .errors import (PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError,
                      UnsupportedError, also)
 from .request import Request
 

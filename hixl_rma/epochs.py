@@ -29,8 +29,8 @@ class Sync:
     PSCW, passive target, Flush, Sync.
 
     The origin's access epochs (fence, PSCW access group, locks, Lock_all,
-    the HIXL face's always-open) are owned by the core's FastWin, which the
-    hot path reads; this class changes them only through FastWin's methods.
+    the HIXL face's always-open) are owned by the core's WindowState, which the
+    hot path reads; this class changes them only through WindowState's methods.
     What is its own: the exposure epoch (target side) and Fence's barrier
     kind, which are not the hot path's business."""
 
@@ -64,7 +64,7 @@ class Sync:
     # ------------------------------------------------------------- fence
 
     def fence(self, assertion):
-        """Fence beyond FastWin's (which takes one between two fence epochs
+        """Fence beyond WindowState's (which takes one between two fence epochs
         in C): every check, the first Fence, MODE_NOSUCCEED."""
         w = self.w
         w.check_live("Fence")

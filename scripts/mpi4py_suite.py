@@ -40,7 +40,10 @@ def fetch(sdist, workdir):
     if sdist and os.path.isdir(sdist):
         return sdist
     if not sdist:
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+        # --no-binary for mpi4py alone: with ":all:" pip also builds the sdist's
+        # build dependencies from source to read its metadata (Cython's C
+        # compiled on a busy 2-core machine took more than 10 minutes).
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", "mpi4py",
                         f"mpi4py=={mpi4py.__version__}", "-d", workdir], check=True, timeout=600)
         sdist = next(os.path.join(workdir, f) for f in os.listdir(workdir) if f.endswith(".tar.gz"))
     with tarfile.open(sdist) as tar:

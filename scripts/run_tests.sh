@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run): single-process tests, the
-# multi-rank suite under mpiexec with 2 and 3 ranks, its core part again
+# The project's test command (README, .ci/run): lint, single-process tests,
+# the multi-rank suite under mpiexec with 2 and 3 ranks, its core part again
 # over UCX_TLS=tcp, and mpi4py's own RMA suites on hixl_rma.Win; then the
 # distribution (scripts/ci_dist.sh; DIST_CHECKS=0 leaves it out): the wheel
 # built from the sdist alone and repaired, installed where no compiler can be
@@ -34,6 +34,8 @@ step() {
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then echo "step $name timed out after $LIMIT s" >> "$logs/$name.timeout"; fi
   if [ "$rc" -ne 0 ]; then failed+=("$name"); fi
 }
+# Lint (the configuration is pyproject.toml's [tool.ruff]).
+step lint ruff check .
 step single "$PYTEST" -q -p no:cacheprovider tests --ignore=tests/mpi
 step mpi-2 "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi
 step mpi-3 "$MPIEXEC" -n 3 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi

@@ -277,7 +277,8 @@ def main(argv=None):
     m.add_argument("--per-host", help="ranks on each host, e.g. 2,1 (default: as even as possible)")
     m.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args(argv)
-    strip = (lambda c: c[1:] if c[:1] == ["--"] else c)
+    def strip(c):
+        return c[1:] if c[:1] == ["--"] else c
     if a.what == "up":
         for h in up(a.n):
             print(f"{h['name']} {h['ip']}")

@@ -538,7 +538,7 @@ def test_pair_and_unmapped_predefined_types():
 
 
 def _derived_cases():
-    D, I = MPI.DOUBLE, MPI.INT
+    D, INT = MPI.DOUBLE, MPI.INT
     sub_c = np.arange(120).reshape(4, 5, 6)[1:3, 1:4, 3:5].ravel()
     sub_f = np.arange(120).reshape((4, 5, 6), order="F")[1:3, 1:4, 3:5].ravel(order="F")
     vec = D.Create_vector(3, 2, 4)
@@ -547,11 +547,11 @@ def _derived_cases():
         # name: (datatype, element indices in units of 8 bytes, itemsize) or exact blocks
         "contiguous": (D.Create_contiguous(5), range(5), 8, 40),
         "vector": (D.Create_vector(3, 2, 4), [0, 1, 4, 5, 8, 9], 8, 80),
-        "hvector": (I.Create_hvector(3, 1, 20), [0, 5, 10], 4, 44),
+        "hvector": (INT.Create_hvector(3, 1, 20), [0, 5, 10], 4, 44),
         "indexed": (D.Create_indexed([2, 1, 3], [5, 0, 9]), [5, 6, 0, 9, 10, 11], 8, 96),
         # lb is the lowest offset (4 bytes), so these extents are ub - 4.
-        "hindexed": (I.Create_hindexed([1, 2], [4, 16]), [1, 4, 5], 4, 20),
-        "indexed_block": (I.Create_indexed_block(2, [6, 1, 3]), [6, 7, 1, 2, 3, 4], 4, 28),
+        "hindexed": (INT.Create_hindexed([1, 2], [4, 16]), [1, 4, 5], 4, 20),
+        "indexed_block": (INT.Create_indexed_block(2, [6, 1, 3]), [6, 7, 1, 2, 3, 4], 4, 28),
         "hindexed_block": (D.Create_hindexed_block(1, [16, 0, 8]), [2, 0, 1], 8, 24),
         "subarray_c": (D.Create_subarray([4, 5, 6], [2, 3, 2], [1, 1, 3]), sub_c, 8, 960),
         "subarray_f": (D.Create_subarray([4, 5, 6], [2, 3, 2], [1, 1, 3],

@@ -123,8 +123,9 @@ def test_user_suite_under_the_plugin(user_tests, n):
     # Every rank: the same failures, the same first line.
     assert all(ranks[r] == ranks[0] for r in ranks), out
     failed = ranks[0]
-    assert set(failed) == {"test_a_fails_on_rank_1_only", "test_b_fails_before_fence", "test_b2_fails_before_its_window",
-                           "test_d_expect_unchanged", "test_e_deferred_checks", "test_f_deadline"}, out
+    assert set(failed) == {"test_a_fails_on_rank_1_only", "test_b_fails_before_fence",
+                           "test_b2_fails_before_its_window", "test_d_expect_unchanged",
+                           "test_e_deferred_checks", "test_f_deadline"}, out
     assert failed["test_a_fails_on_rank_1_only"].startswith("failed on rank(s) 1: rank 1: AssertionError: rank 1 "
                                                             "disagrees"), out
     assert failed["test_b_fails_before_fence"].startswith("failed on rank(s) 1: rank 1: BoundsError: Put to rank 0 "

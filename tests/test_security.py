@@ -559,7 +559,9 @@ def test_connect_gets_the_engine_it_names_not_another_of_the_job():
     (its EngineId, the rank) and is refused by the other one -- told nothing,
     connected to nothing -- then connects to the right one, as the runtime
     tries a rank's addresses in turn."""
-    mk = lambda i: hixl_rma.Engine(options={"JobToken": TOKEN, "EngineId": f"rank {i}"})
+    def mk(i):
+        return hixl_rma.Engine(options={"JobToken": TOKEN, "EngineId": f"rank {i}"})
+
     a, b, c = mk(0), mk(1), mk(2)
     try:
         with pytest.raises(HixlError, match="is 'rank 1' of this job, not 'rank 2'") as exc:

@@ -93,7 +93,6 @@ def _impl_run(MPI_like, Win, comm, ops, packet, flavor, wait):
 
 
 def run(args) -> dict:
-    import statistics
 
     from mpi4py import MPI
 

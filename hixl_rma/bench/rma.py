@@ -702,10 +702,12 @@ def _w4(B, impls, perf, flavors):
                 res_buf = np.zeros(1, np.int64)
                 if name == "fetch_and_op":
                     fop, SUM = win.Fetch_and_op, i.SUM
-                    body = (lambda fop=fop, SUM=SUM, res_buf=res_buf: fop(one, res_buf, 1, 0, SUM))
+                    def body(fop=fop, SUM=SUM, res_buf=res_buf):
+                        return fop(one, res_buf, 1, 0, SUM)
                 else:
                     cas = win.Compare_and_swap
-                    body = (lambda cas=cas, res_buf=res_buf: cas(zero, zero, res_buf, 1, 0))
+                    def body(cas=cas, res_buf=res_buf):
+                        return cas(zero, zero, res_buf, 1, 0)
                 kernels[i.key] = _per_op_kernel(B, i, win, body)
             res, iters = B.measure(kernels)
             if perf.enabled:

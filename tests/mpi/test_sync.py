@@ -6,7 +6,6 @@ import time
 
 import numpy as np
 import pytest
-from mpi4py import MPI
 
 import hixl_rma
 from hixl_rma import EpochError, Win

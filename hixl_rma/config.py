@@ -30,6 +30,9 @@ SETTINGS = {
                              "threads that share a same-node transfer of 4 MiB or more (default: one "
                              "helper where a core is idle)"),
     "HIXL_RMA_DIRECT": ("1", "engine start (option Direct)", "0: never map a peer's memory (no memcpy path)"),
+    "HIXL_RMA_NIXL_TOKEN": ("", "hixl_rma.nixl.agent (backend parameter job_token)",
+                            "job token of the HIXL_RMA NIXL backend: with one its engine listens beyond loopback "
+                            "(every agent of the job must give the same)"),
 }
 
 
@@ -53,6 +56,11 @@ def timeout_ms():
 def host():
     """``HIXL_RMA_HOST``, or None to choose the address automatically."""
     return _get("HIXL_RMA_HOST") or None
+
+
+def nixl_token():
+    """``HIXL_RMA_NIXL_TOKEN`` ("" when unset)."""
+    return _get("HIXL_RMA_NIXL_TOKEN")
 
 
 def ifname():

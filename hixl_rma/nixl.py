@@ -60,7 +60,7 @@ def installed():
         spec = importlib.util.find_spec(pkg)
         if spec is None or not spec.submodule_search_locations:
             continue
-        site = pathlib.Path(list(spec.submodule_search_locations)[0]).resolve().parent
+        site = pathlib.Path(os.path.abspath(list(spec.submodule_search_locations)[0])).parent
         libs = site / f".{pkg}.mesonpy.libs"
         try:
             version = importlib.metadata.version(pkg.replace("_", "-"))
@@ -117,15 +117,18 @@ def _populate(tmp: pathlib.Path, libs: pathlib.Path, extra: list[pathlib.Path]):
     ours.symlink_to(plugin_path())
 
 
-def plugin_dir() -> str:
-    """A folder with NIXL's own plugins, any in ``$NIXL_PLUGIN_DIR``, and
-    HIXL_RMA: what ``NIXL_PLUGIN_DIR`` is set to by :func:`prepare`."""
+def plugin_dir(user_dir=None) -> str:
+    """A folder with NIXL's own plugins, those of `user_dir` (default: a
+    ``$NIXL_PLUGIN_DIR`` set by the user), and HIXL_RMA: what
+    ``NIXL_PLUGIN_DIR`` is set to by :func:`prepare`."""
     have = installed()
     if have is None:
         raise NixlUnavailable("NIXL is not installed (pip install nixl-cu12==1.5.1 nixl==1.5.1)")
     _, _, libs = have
-    user = os.environ.get("HIXL_RMA_NIXL_USER_PLUGIN_DIR") or ""
-    extra = [pathlib.Path(user)] if user and pathlib.Path(user).is_dir() else []
+    user = user_dir if user_dir is not None else os.environ.get("NIXL_PLUGIN_DIR", "")
+    # one of ours (inherited from a parent that ran prepare()) adds nothing
+    extra = [pathlib.Path(user)] if user and pathlib.Path(user).is_dir() and \
+        not (pathlib.Path(user) / PLUGIN_FILE).exists() else []
     key = "\0".join([str(libs), plugin_path(), *map(str, extra)])
     final = _cache_root() / f"nixl-plugins-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
     plugins = final / libs.name / "plugins"
@@ -156,9 +159,6 @@ def prepare() -> str:
 
     _ucx.load()
     os.environ.setdefault("NIXL_UCX_DEEPBIND", "1")
-    current = os.environ.get("NIXL_PLUGIN_DIR")
-    if current and "HIXL_RMA_NIXL_USER_PLUGIN_DIR" not in os.environ:
-        os.environ["HIXL_RMA_NIXL_USER_PLUGIN_DIR"] = current
     folder = plugin_dir()
     os.environ["NIXL_PLUGIN_DIR"] = folder
     _prepared = folder
@@ -176,20 +176,39 @@ def check() -> str:
     return buf.value.decode(errors="replace")
 
 
+def backend_params() -> dict:
+    """HIXL_RMA's NIXL backend parameters from hixl_rma's settings
+    (``HIXL_RMA_HOST``, ``HIXL_RMA_NIXL_TOKEN``, ``HIXL_RMA_TIMEOUT_MS``)."""
+    from . import config
+
+    return {"host": config.host() or "", "job_token": config.nixl_token(), "timeout_ms": str(config.timeout_ms())}
+
+
 def agent(name: str, backends=(BACKEND, "UCX"), **config):
     """A ``nixl_agent`` named `name` with `backends` (default HIXL_RMA and
     UCX), every one of them present, or :class:`NixlUnavailable` naming the
-    missing ones and why. Keyword arguments go to ``nixl_agent_config``."""
+    missing ones and why. HIXL_RMA gets :func:`backend_params`; keyword
+    arguments go to ``nixl_agent_config``."""
     prepare()
     import nixl
 
-    conf = nixl.nixl_agent_config(backends=list(backends), **config)
+    backends = list(backends)
+    conf = nixl.nixl_agent_config(backends=[b for b in backends if b != BACKEND], **config)
     made = nixl.nixl_agent(name, conf)
+    if BACKEND in backends:
+        try:
+            made.create_backend(BACKEND, backend_params())
+        except Exception as exc:  # a plugin that declined to load: NIXL_ERR_NOT_FOUND
+            raise NixlUnavailable(f"NIXL agent {name!r}: backend {BACKEND}: {type(exc).__name__} {exc}"
+                                  f"{_why(backends)}") from exc
     missing = [b for b in backends if b not in made.backends]
     if missing:
-        why = ""
-        if BACKEND in missing:
-            why = check() or "the plugin loaded but its engine did not start (see stderr)"
         raise NixlUnavailable(f"NIXL agent {name!r}: backend(s) {', '.join(missing)} not available "
-                              f"(plugins found: {', '.join(made.get_plugin_list())}){': ' + why if why else ''}")
+                              f"(plugins found: {', '.join(made.get_plugin_list())}){_why(missing)}")
     return made
+
+
+def _why(backends):
+    if BACKEND not in backends:
+        return ""
+    return ": " + (check() or "HIXL_RMA's engine did not start (its reason is on stderr)")

@@ -205,28 +205,22 @@ std::string CheckNixlAbi() {
   if (libnixl.empty()) return "no libnixl.so is loaded in this process";
   std::string why;
   std::string version = NixlVersionOf(libnixl, why);
-  const char *any = std::getenv("HIXL_RMA_NIXL_ANY_VERSION");
-  bool skip_list = any != nullptr && std::strcmp(any, "1") == 0;
-  if (!skip_list) {
-    if (version.empty()) return why + " (HIXL_RMA_NIXL_ANY_VERSION=1 loads anyway, after the vtable check)";
-    bool listed = false;
-    std::string list;
-    for (int i = 0; i < kSupportedNixlVersionCount; ++i) {
-      listed = listed || version == kSupportedNixlVersions[i];
-      list += std::string(i ? ", " : "") + kSupportedNixlVersions[i];
-    }
-    if (!listed)
-      return "NIXL " + version + " (" + libnixl + ") is not one this plugin was built for (" + list +
-             "): its backend ABI may differ (NIXL 0.7.1 also reports plugin API 1, with another vtable); "
-             "HIXL_RMA_NIXL_ANY_VERSION=1 loads anyway, after the vtable check";
+  if (version.empty()) return why;
+  bool listed = false;
+  std::string list;
+  for (int i = 0; i < kSupportedNixlVersionCount; ++i) {
+    listed = listed || version == kSupportedNixlVersions[i];
+    list += std::string(i ? ", " : "") + kSupportedNixlVersions[i];
   }
+  if (!listed)
+    return "NIXL " + version + " (" + libnixl + ") is not one this plugin was built for (" + list +
+           "): its backend ABI may differ (NIXL 0.7.1 also reports plugin API 1, with another vtable)";
   std::vector<std::string> candidates = {DirName(libnixl) + "/plugins/libplugin_UCX.so"};
   if (const char *dir = std::getenv("NIXL_PLUGIN_DIR")) candidates.push_back(std::string(dir) + "/libplugin_UCX.so");
   for (const std::string &c : candidates) {
     if (!Exists(c)) continue;
     std::string shape = CheckVtableShape(c);
-    if (!shape.empty()) return "NIXL " + (version.empty() ? std::string("(version unknown)") : version) +
-                               ": its backend vtable differs from ours: " + shape;
+    if (!shape.empty()) return "NIXL " + version + ": its backend vtable differs from ours: " + shape;
     return "";
   }
   return "cannot find NIXL's own libplugin_UCX.so (looked in " + candidates[0] +

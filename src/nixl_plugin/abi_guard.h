@@ -41,8 +41,7 @@ std::string CheckVtableShape(const std::string &plugin_path);
 
 /**
  * The whole guard: "" when the plugin may load, else the reason (naming the
- * version and the file checked). `HIXL_RMA_NIXL_ANY_VERSION=1` skips the
- * allow-list (the vtable check still runs).
+ * version and the file checked).
  */
 std::string CheckNixlAbi();
 

@@ -121,17 +121,14 @@ HixlRmaBackend::~HixlRmaBackend() {
   }
 }
 
-std::string HixlRmaBackend::Param(const char *key, const char *env, const char *fallback) const {
+std::string HixlRmaBackend::Param(const char *key, const char *fallback) const {
   const nixl_b_params_t &p = getCustomParams();
   auto it = p.find(key);
-  if (it != p.end() && !it->second.empty()) return it->second;
-  const char *e = std::getenv(env);
-  if (e != nullptr && *e != '\0') return e;
-  return fallback;
+  return it != p.end() && !it->second.empty() ? it->second : fallback;
 }
 
 nixl_status_t HixlRmaBackend::Start(const nixlBackendInitParams *) {
-  std::string timeout = Param(kParamTimeout, "HIXL_RMA_TIMEOUT_MS", "30000");
+  std::string timeout = Param(kParamTimeout, "30000");
   char *end = nullptr;
   long t = std::strtol(timeout.c_str(), &end, 10);
   if (end == timeout.c_str() || *end != '\0' || t <= 0 || t > 86400000) {
@@ -140,8 +137,8 @@ nixl_status_t HixlRmaBackend::Start(const nixlBackendInitParams *) {
     return NIXL_ERR_INVALID_PARAM;
   }
   timeout_ms_ = static_cast<int32_t>(t);
-  std::string host = Param(kParamHost, "HIXL_RMA_HOST", "");
-  std::string token = Param(kParamToken, "HIXL_RMA_NIXL_TOKEN", "");
+  std::string host = Param(kParamHost, "");
+  std::string token = Param(kParamToken, "");
   // The engine lets anyone who reaches its port in unless a job token is
   // set, so without one it listens on loopback only (one host).
   std::string listen;

@@ -35,10 +35,14 @@
 
 namespace hixl_nixl {
 
-/** Plugin options (NIXL backend parameters); each also has an environment default. */
-constexpr const char *kParamHost = "host";            ///< HIXL_RMA_HOST
-constexpr const char *kParamToken = "job_token";      ///< HIXL_RMA_NIXL_TOKEN
-constexpr const char *kParamTimeout = "timeout_ms";   ///< HIXL_RMA_TIMEOUT_MS
+/**
+ * Backend parameters (NIXL's create_backend init params; hixl_rma.nixl.agent
+ * fills them from HIXL_RMA_HOST, HIXL_RMA_NIXL_TOKEN, HIXL_RMA_TIMEOUT_MS).
+ * Empty or absent: loopback only, no token, 30000 ms.
+ */
+constexpr const char *kParamHost = "host";           ///< the one address to listen on and advertise
+constexpr const char *kParamToken = "job_token";     ///< needed to listen beyond loopback
+constexpr const char *kParamTimeout = "timeout_ms";  ///< of every engine wait and transfer
 
 struct LocalMD;
 struct Request;
@@ -96,7 +100,7 @@ class HixlRmaBackend : public nixlBackendEngine {
   void Finish(Request *req, nixl_status_t st) const;
   void ReapOrphans() const;
   nixl_status_t Failed(const std::string &what, uint32_t engine_status, const std::string &address) const;
-  std::string Param(const char *key, const char *env, const char *fallback) const;
+  std::string Param(const char *key, const char *fallback) const;
 
   mutable hixl::Hixl engine_;
   std::string conn_info_;

@@ -407,3 +407,16 @@ def test_readme_example_two_processes(tmp_path, backend):
             target.communicate()
     assert rc == 0 and f"written and read back over {backend}" in out, out[-3000:]
     assert target.returncode == 0 and f"received over {backend} and checked" in out_t, out_t[-3000:]
+
+
+def test_bench_nixl_quick(tmp_path):
+    """``python -m hixl_rma.bench nixl --quick``: both backends measured in
+    one run, every figure's data checked (a smoke test, not a measurement)."""
+    out = tmp_path / "nixl.json"
+    rc, text = procutil.run([sys.executable, "-m", "hixl_rma.bench", "nixl", "--quick", "--sizes", "4K,64K",
+                             "--batch", "4", "--iters", "3", "--json", str(out)], env=_env(), timeout=240)
+    assert rc == 0, text[-4000:]
+    res = json.loads(out.read_text())
+    assert res["ok"] and len(res["figures"]) == 8, res
+    for f in res["figures"]:
+        assert f["HIXL_RMA"]["gbps"] > 0 and f["UCX"]["gbps"] > 0 and f["op"] in ("WRITE", "READ"), f

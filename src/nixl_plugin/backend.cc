@@ -251,14 +251,16 @@ nixl_status_t HixlRmaBackend::loadRemoteConnInfo(const std::string &remote_agent
       return NIXL_ERR_MISMATCH;
     }
     std::string old;
+    std::vector<std::string> addresses = Split(parts[1], ',');
     {
       std::lock_guard<std::mutex> lk(mu_);
       Peer &p = peers_[remote_agent];
+      if (p.addresses == addresses) return NIXL_SUCCESS;  // the same engine: keep its connection
       old = p.connected;
-      p.addresses = Split(parts[1], ',');
+      p.addresses = addresses;
       p.connected.clear();
     }
-    // New metadata of a known agent: a restarted peer. Drop the old connection.
+    // Other addresses for a known agent: a restarted peer. Drop the old connection.
     if (!old.empty()) (void)engine_.Disconnect(hixl::AscendString(old.c_str()), timeout_ms_);
     return NIXL_SUCCESS;
   });

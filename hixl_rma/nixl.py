@@ -178,10 +178,13 @@ def check() -> str:
 
 def backend_params() -> dict:
     """HIXL_RMA's NIXL backend parameters from hixl_rma's settings
-    (``HIXL_RMA_HOST``, ``HIXL_RMA_NIXL_TOKEN``, ``HIXL_RMA_TIMEOUT_MS``)."""
+    (``HIXL_RMA_HOST``, ``HIXL_RMA_NIXL_TOKEN``, ``HIXL_RMA_TIMEOUT_MS``, and
+    the engine's own: ``HIXL_RMA_POLL_US``, ``_CMA``, ``_DIRECT``, ``_CMA_THREADS``)."""
     from . import config
 
-    return {"host": config.host() or "", "job_token": config.nixl_token(), "timeout_ms": str(config.timeout_ms())}
+    params = {"host": config.host() or "", "job_token": config.nixl_token(), "timeout_ms": str(config.timeout_ms())}
+    params.update(config.engine_options())
+    return params
 
 
 def agent(name: str, backends=(BACKEND, "UCX"), **config):

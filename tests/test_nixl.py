@@ -420,3 +420,74 @@ def test_bench_nixl_quick(tmp_path):
     assert res["ok"] and len(res["figures"]) == 8, res
     for f in res["figures"]:
         assert f["HIXL_RMA"]["gbps"] > 0 and f["UCX"]["gbps"] > 0 and f["op"] in ("WRITE", "READ"), f
+
+
+LATE_AND_BUSY = textwrap.dedent(r'''
+    import time
+    import numpy as np
+    from hixl_rma import nixl as hn
+    a, b = hn.agent("a", ["HIXL_RMA"]), hn.agent("b", ["HIXL_RMA"])
+    src = np.full(1 << 20, 9, np.uint8)
+    r1, r2 = np.zeros(1 << 20, np.uint8), np.zeros(1 << 20, np.uint8)
+    a.register_memory(a.get_reg_descs([(src.ctypes.data, src.nbytes, 0, "")], "DRAM"))
+    b.register_memory(b.get_reg_descs([(r1.ctypes.data, r1.nbytes, 0, "")], "DRAM"))
+    a.add_remote_agent(b.get_agent_metadata()); b.add_remote_agent(a.get_agent_metadata())
+
+    def wait(h):
+        end = time.monotonic() + 60
+        while a.check_xfer_state(h) == "PROC" and time.monotonic() < end:
+            time.sleep(0.001)
+        return a.check_xfer_state(h)
+
+    def write(dst):
+        h = a.initialize_xfer("WRITE", a.get_xfer_descs([(src.ctypes.data, src.nbytes, 0)], "DRAM"),
+                              a.get_xfer_descs([(dst.ctypes.data, dst.nbytes, 0)], "DRAM"), "b")
+        a.transfer(h)
+        st = wait(h)
+        a.release_xfer_handle(h)
+        return st
+
+    assert write(r1) == "DONE" and (r1 == 9).all()
+    # registered after the peers connected: its metadata sent again
+    b.register_memory(b.get_reg_descs([(r2.ctypes.data, r2.nbytes, 0, "")], "DRAM"))
+    a.add_remote_agent(b.get_agent_metadata())
+    assert write(r2) == "DONE" and (r2 == 9).all()
+    print("late region ok", flush=True)
+    # deregistered while a transfer uses it (UCX over tcp here: it stays in flight)
+    big, far = np.full(256 << 20, 5, np.uint8), np.zeros(256 << 20, np.uint8)
+    reg = a.register_memory(a.get_reg_descs([(big.ctypes.data, big.nbytes, 0, "")], "DRAM"))
+    b.register_memory(b.get_reg_descs([(far.ctypes.data, far.nbytes, 0, "")], "DRAM"))
+    a.add_remote_agent(b.get_agent_metadata())
+    blk = 4 << 20
+    h = a.initialize_xfer("WRITE", a.get_xfer_descs([(big.ctypes.data + i * blk, blk, 0) for i in range(64)], "DRAM"),
+                          a.get_xfer_descs([(far.ctypes.data + i * blk, blk, 0) for i in range(64)], "DRAM"), "b")
+    a.transfer(h)
+    first = a.check_xfer_state(h)
+    try:
+        a.deregister_memory(reg)
+    except Exception as exc:
+        print("deregister raised", type(exc).__name__)
+    assert wait(h) == "DONE", "the transfer under a deregistration failed"
+    assert (far == 5).all(), "the transfer under a deregistration lost data"
+    try:
+        st = a.transfer(h)          # the region is gone now: an error, not a transfer
+        st = wait(h) if st == "PROC" else st
+    except Exception as exc:
+        st = f"raised {type(exc).__name__}"
+    assert st != "DONE", st
+    print("busy deregistration ok", first, st, flush=True)
+''')
+
+
+def test_late_region_and_deregistration_under_a_transfer(tmp_path):
+    """A region registered after the peers connected is reachable once its
+    metadata is sent again; deregistering memory a transfer in flight uses
+    is refused (the region is withdrawn when that transfer ends, which
+    completes with its data); a handle on it then fails."""
+    script = tmp_path / "late.py"
+    script.write_text(LATE_AND_BUSY)
+    rc, out = procutil.run([sys.executable, str(script)], env=_env(UCX_TLS="tcp", HIXL_RMA_CMA="0",
+                                                                   HIXL_RMA_DIRECT="0"), timeout=180)
+    assert rc == 0 and "late region ok" in out and "busy deregistration ok" in out, out[-4000:]
+    if "busy deregistration ok PROC" in out:  # it was in flight when deregistered
+        assert "in flight; it is withdrawn when they end" in out, out[-4000:]

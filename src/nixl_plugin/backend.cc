@@ -83,7 +83,9 @@ struct LocalMD : nixlBackendMD {
   hixl::MemHandle handle;
   uintptr_t addr;
   size_t len;
-  std::atomic<int> busy{0};  ///< transfers in flight that read or write it
+  int busy = 0;          ///< transfers in flight that read or write it (under md_mu_)
+  bool doomed = false;   ///< deregistered by NIXL while busy: withdrawn when the last one ends
+  bool gone = false;     ///< withdrawn from the engine; kept so that stale handles fail cleanly
 };
 
 /** A peer's region, as its public data described it. */
@@ -156,6 +158,12 @@ nixl_status_t HixlRmaBackend::Start(const nixlBackendInitParams *) {
   std::map<hixl::AscendString, hixl::AscendString> options;
   options[hixl::ext::OPTION_TIMEOUT_MS] = hixl::AscendString(std::to_string(timeout_ms_).c_str());
   if (!token.empty()) options[hixl::ext::OPTION_JOB_TOKEN] = hixl::AscendString(token.c_str());
+  // The engine's own options, under their engine names (hixl_rma.nixl passes HIXL_RMA_POLL_US & co.).
+  for (const char *key : {hixl::ext::OPTION_POLL_US, hixl::ext::OPTION_CMA, hixl::ext::OPTION_DIRECT,
+                          hixl::ext::OPTION_CMA_THREADS}) {
+    std::string v = Param(key, "");
+    if (!v.empty()) options[hixl::AscendString(key)] = hixl::AscendString(v.c_str());
+  }
   if (localAgent.size() <= kMaxEngineId) options[hixl::ext::OPTION_ENGINE_ID] = hixl::AscendString(localAgent.c_str());
   std::string where = (listen.find(':') != std::string::npos ? "[" + listen + "]" : listen) + ":0";
   hixl::Status st = engine_.Initialize(hixl::AscendString(where.c_str()), options);
@@ -210,19 +218,23 @@ nixl_status_t HixlRmaBackend::registerMem(const nixlBlobDesc &mem, const nixl_me
 nixl_status_t HixlRmaBackend::deregisterMem(nixlBackendMD *meta) {
   return Guarded("deregisterMem", [&] {
     auto *md = dynamic_cast<LocalMD *>(meta);
-    if (md == nullptr) return NIXL_ERR_INVALID_PARAM;
+    if (md == nullptr || md->gone) return NIXL_ERR_INVALID_PARAM;
     ReapOrphans();
-    if (md->busy.load() > 0) {
-      std::fprintf(stderr,
-                   "hixl_rma NIXL backend (agent %s): deregisterMem %s: %d transfer(s) using it are in flight; "
-                   "wait for them (checkXfer) first\n",
-                   localAgent.c_str(), Span(md->addr, md->len).c_str(), md->busy.load());
-      return NIXL_ERR_NOT_ALLOWED;
+    {
+      std::lock_guard<std::mutex> lk(md_mu_);
+      if (md->busy > 0) {
+        // NIXL 1.5.1 drops its own record whatever this returns: the region
+        // stays registered until its last transfer ends (Release), never
+        // withdrawn under a transfer.
+        md->doomed = true;
+        std::fprintf(stderr,
+                     "hixl_rma NIXL backend (agent %s): deregisterMem %s: %d transfer(s) using it are in flight; "
+                     "it is withdrawn when they end\n",
+                     localAgent.c_str(), Span(md->addr, md->len).c_str(), md->busy);
+        return NIXL_ERR_NOT_ALLOWED;
+      }
     }
-    hixl::Status st = engine_.DeregisterMem(md->handle);
-    if (st != hixl::SUCCESS) return Failed("deregisterMem " + Span(md->addr, md->len), st, "");
-    delete md;
-    return NIXL_SUCCESS;
+    return Withdraw(md);
   });
 }
 
@@ -402,6 +414,15 @@ nixl_status_t HixlRmaBackend::postXfer(const nixl_xfer_op_t &operation, const ni
     if (req == nullptr) return NIXL_ERR_INVALID_PARAM;
     ReapOrphans();
     if (req->active) return NIXL_ERR_REPOST_ACTIVE;
+    {
+      std::lock_guard<std::mutex> lk(md_mu_);
+      for (LocalMD *m : req->locals)
+        if (m->gone || m->doomed) {
+          std::fprintf(stderr, "hixl_rma NIXL backend (agent %s): postXfer: local region %s was deregistered\n",
+                       localAgent.c_str(), Span(m->addr, m->len).c_str());
+          return NIXL_ERR_INVALID_PARAM;
+        }
+    }
     nixl_status_t st = Reach(req->agent, req->address);
     if (st != NIXL_SUCCESS) return st;
     req->has_notif = opt_args != nullptr && opt_args->hasNotif;
@@ -417,13 +438,37 @@ nixl_status_t HixlRmaBackend::postXfer(const nixl_xfer_op_t &operation, const ni
     }
     req->active = true;
     req->posted = std::chrono::steady_clock::now();
-    for (LocalMD *m : req->locals) m->busy.fetch_add(1);
+    Claim(req->locals);
     return Check(req);
   });
 }
 
+nixl_status_t HixlRmaBackend::Withdraw(LocalMD *md) const {
+  hixl::Status st = engine_.DeregisterMem(md->handle);
+  std::lock_guard<std::mutex> lk(md_mu_);
+  md->gone = true;
+  withdrawn_.emplace_back(md);
+  if (st != hixl::SUCCESS) return Failed("deregisterMem " + Span(md->addr, md->len), st, "");
+  return NIXL_SUCCESS;
+}
+
+void HixlRmaBackend::Claim(const std::vector<LocalMD *> &mds) const {
+  std::lock_guard<std::mutex> lk(md_mu_);
+  for (LocalMD *m : mds) ++m->busy;
+}
+
+void HixlRmaBackend::Release(const std::vector<LocalMD *> &mds) const {
+  std::vector<LocalMD *> idle;
+  {
+    std::lock_guard<std::mutex> lk(md_mu_);
+    for (LocalMD *m : mds)
+      if (--m->busy == 0 && m->doomed && !m->gone) idle.push_back(m);
+  }
+  for (LocalMD *m : idle) (void)Withdraw(m);
+}
+
 void HixlRmaBackend::Finish(Request *req, nixl_status_t st) const {
-  for (LocalMD *m : req->locals) m->busy.fetch_sub(1);
+  Release(req->locals);
   req->active = false;
   req->req = nullptr;
   req->last = st;
@@ -447,7 +492,7 @@ nixl_status_t HixlRmaBackend::Check(Request *req) const {
       std::lock_guard<std::mutex> lk(mu_);
       orphans_.push_back(Orphan{req->req, req->locals});
     }
-    for (LocalMD *m : req->locals) m->busy.fetch_add(1);  // held by the orphan now
+    Claim(req->locals);  // held by the orphan now
     std::fprintf(stderr, "hixl_rma NIXL backend (agent %s): transfer to agent %s not complete after %d ms\n",
                  localAgent.c_str(), req->agent.c_str(), timeout_ms_);
     hixl::ext::PeerState ps;
@@ -474,7 +519,8 @@ nixl_status_t HixlRmaBackend::Check(Request *req) const {
 }
 
 void HixlRmaBackend::ReapOrphans() const {
-  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<std::vector<LocalMD *>> ended;
+  std::unique_lock<std::mutex> lk(mu_);
   for (size_t i = 0; i < orphans_.size();) {
     hixl::TransferStatus ts = hixl::TransferStatus::WAITING;
     hixl::Status es = engine_.GetTransferStatus(orphans_[i].req, ts);
@@ -482,9 +528,11 @@ void HixlRmaBackend::ReapOrphans() const {
       ++i;
       continue;
     }
-    for (LocalMD *m : orphans_[i].locals) m->busy.fetch_sub(1);
+    ended.push_back(std::move(orphans_[i].locals));
     orphans_.erase(orphans_.begin() + static_cast<long>(i));
   }
+  lk.unlock();
+  for (const auto &mds : ended) Release(mds);
 }
 
 nixl_status_t HixlRmaBackend::checkXfer(nixlBackendReqH *handle) const {

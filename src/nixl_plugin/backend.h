@@ -50,7 +50,7 @@ struct Request;
 class HixlRmaBackend : public nixlBackendEngine {
  public:
   explicit HixlRmaBackend(const nixlBackendInitParams *init);
-  ~HixlRmaBackend() override;
+  ~HixlRmaBackend() override;  // defined where LocalMD is complete
 
   /** Offsets of the protected members libnixl reads (checked against nixl_abi.h). */
   static constexpr size_t InitErrOffset() { return offsetof(HixlRmaBackend, initErr); }
@@ -99,6 +99,9 @@ class HixlRmaBackend : public nixlBackendEngine {
   nixl_status_t Check(Request *req) const;
   void Finish(Request *req, nixl_status_t st) const;
   void ReapOrphans() const;
+  void Claim(const std::vector<LocalMD *> &mds) const;
+  void Release(const std::vector<LocalMD *> &mds) const;
+  nixl_status_t Withdraw(LocalMD *md) const;
   nixl_status_t Failed(const std::string &what, uint32_t engine_status, const std::string &address) const;
   std::string Param(const char *key, const char *fallback) const;
 
@@ -110,6 +113,8 @@ class HixlRmaBackend : public nixlBackendEngine {
   mutable std::map<std::string, Peer> peers_;
   mutable std::vector<Orphan> orphans_;
   mutable std::mutex connect_mu_;  ///< one connection attempt at a time
+  mutable std::mutex md_mu_;       ///< LocalMD busy/doomed/gone, withdrawn_
+  mutable std::vector<std::unique_ptr<LocalMD>> withdrawn_;
 };
 
 }  // namespace hixl_nixl

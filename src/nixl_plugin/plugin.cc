@@ -6,6 +6,7 @@
 
 #include "abi_guard.h"
 #include "backend.h"
+#include "hixl/hixl_ext.h"
 #include "nixl_abi.h"
 
 #define HIXL_NIXL_EXPORT extern "C" __attribute__((visibility("default")))
@@ -41,7 +42,9 @@ const char *Name() { return kName; }
 const char *Version() { return kVersion; }
 
 nixl_b_params_t Options() {
-  return {{hixl_nixl::kParamHost, ""}, {hixl_nixl::kParamToken, ""}, {hixl_nixl::kParamTimeout, ""}};
+  return {{hixl_nixl::kParamHost, ""},   {hixl_nixl::kParamToken, ""}, {hixl_nixl::kParamTimeout, ""},
+          {hixl::ext::OPTION_POLL_US, ""}, {hixl::ext::OPTION_CMA, ""},  {hixl::ext::OPTION_DIRECT, ""},
+          {hixl::ext::OPTION_CMA_THREADS, ""}};
 }
 
 nixl_mem_list_t Mems() { return {DRAM_SEG}; }

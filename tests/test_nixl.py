@@ -491,3 +491,12 @@ def test_late_region_and_deregistration_under_a_transfer(tmp_path):
     assert rc == 0 and "late region ok" in out and "busy deregistration ok" in out, out[-4000:]
     if "busy deregistration ok PROC" in out:  # it was in flight when deregistered
         assert "in flight; it is withdrawn when they end" in out, out[-4000:]
+
+
+def test_python_and_plugin_allow_lists_agree():
+    """hixl_rma.nixl.SUPPORTED_NIXL_VERSIONS is the plugin's own list."""
+    import re
+
+    src = (HERE.parent / "src" / "nixl_plugin" / "abi_guard.cc").read_text()
+    listed = re.search(r"kSupportedNixlVersions\[\] = \{([^}]*)\}", src).group(1)
+    assert tuple(re.findall(r'"([^"]+)"', listed)) == hn.SUPPORTED_NIXL_VERSIONS

@@ -45,6 +45,17 @@ def add_arguments(p) -> None:
     p.add_argument("--sizes", default="4K,64K,1M,16M,64M", help="transfer sizes (default 4K,64K,1M,16M,64M)")
     p.add_argument("--batch", type=int, default=16, help="descriptors in the batched shape (default 16)")
     p.add_argument("--iters", type=int, default=None, help="transfers per figure and repetition (default: by size)")
+    p.add_argument("--target-prefix", default="", help="command prefix that runs the target elsewhere (another "
+                   "host: e.g. 'python scripts/simhosts.py exec 1'); then --initiator-prefix runs the initiator")
+    p.add_argument("--initiator-prefix", default="", help="command prefix of the initiator (with --target-prefix)")
+    p.add_argument("--role", default="", choices=("", "initiator", "target"), help=argparse_suppress())
+    p.add_argument("--dir", default="", help=argparse_suppress())
+
+
+def argparse_suppress():
+    import argparse
+
+    return argparse.SUPPRESS
 
 
 def _put(path, data: bytes):
@@ -79,11 +90,17 @@ def _target(folder: str) -> None:
     _put(f"{folder}/target.md", agent.get_agent_metadata())
     _put(f"{folder}/target.mem", json.dumps([mem.ctypes.data, mem.nbytes]).encode())
     agent.add_remote_agent(_take(f"{folder}/initiator.md"))
+    peer = None
     end = time.monotonic() + 3600
     while time.monotonic() < end:
-        if any(b"stop" in msgs for msgs in agent.get_new_notifs().values()):
+        got = agent.get_new_notifs()
+        msgs = [m for ms in got.values() for m in ms]
+        if b"stop" in msgs:
             break
-        time.sleep(float(os.environ.get("BENCH_NIXL_TARGET_POLL", "0.01")))
+        if b"cpu" in msgs:  # the initiator asks between figures: this process's CPU seconds so far
+            peer = peer or next(iter(got))
+            agent.send_notif(peer, b"cpu %.6f" % time.process_time())
+        time.sleep(0.01)
 
 
 def _cpu_of(pid: int) -> float:
@@ -91,6 +108,22 @@ def _cpu_of(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _target_cpu(agent, peer, target) -> float:
+    """The target's CPU seconds so far: from /proc when it is this process's
+    child, else it answers a notification (across hosts; its polling of
+    notifications every 10 ms is in the figure then)."""
+    if target is not None:
+        return _cpu_of(target.pid)
+    agent.send_notif(peer, b"cpu")
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        for msg in agent.get_new_notifs().get(peer, []):
+            if msg.startswith(b"cpu "):
+                return float(msg[4:])
+        time.sleep(0.001)
+    raise TimeoutError("the target did not answer a CPU query in 30 s")
 
 
 def _wait(agent, handle, timeout=60.0) -> str:
@@ -113,9 +146,16 @@ def run(args) -> dict:
     if any(s <= 0 or s > REGION for s in sizes):
         raise SystemExit(f"--sizes: each between 1 B and {REGION} B")
     reps = args.reps or (2 if args.quick else 5)
-    folder = tempfile.mkdtemp(prefix="hixl-bench-nixl-")
-    target = subprocess.Popen([sys.executable, "-c", f"from hixl_rma.bench.nixl import _target; _target({folder!r})"],
-                              stdout=subprocess.DEVNULL, stderr=None)
+    if args.role == "target":
+        _target(args.dir)
+        return {"quiet": True, "ok": True}
+    if args.target_prefix and args.role != "initiator":
+        return _apart(args)
+    folder = args.dir or tempfile.mkdtemp(prefix="hixl-bench-nixl-")
+    target = None
+    if args.role != "initiator":
+        target = subprocess.Popen([sys.executable, "-m", "hixl_rma.bench", "nixl", "--role", "target", "--dir",
+                                   folder], stdout=subprocess.DEVNULL, stderr=None)
     ok = True
     figures = []
     try:
@@ -153,7 +193,8 @@ def run(args) -> dict:
                         for b in BACKENDS:
                             if op == "READ":
                                 mem[:total] = 0
-                            c0, t0c = time.process_time(), _cpu_of(target.pid)
+                            t0c = _target_cpu(agent, peer, target)
+                            c0 = time.process_time()
                             t0 = time.perf_counter()
                             for _ in range(iters):
                                 agent.transfer(handles[b])
@@ -163,7 +204,7 @@ def run(args) -> dict:
                             el = time.perf_counter() - t0
                             times[b].append(el / iters)
                             cpu_i[b].append((time.process_time() - c0) / iters)
-                            cpu_t[b].append((_cpu_of(target.pid) - t0c) / iters)
+                            cpu_t[b].append((_target_cpu(agent, peer, target) - t0c) / iters)
                             if op == "READ" and not np.array_equal(mem[:total], expect[:total]):
                                 ok = False
                     for h in handles.values():
@@ -178,14 +219,44 @@ def run(args) -> dict:
                     figures.append(fig)
         agent.send_notif(peer, b"stop")
     finally:
+        if target is not None:
+            try:
+                target.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                target.kill()
+                target.wait()
+    have = hn.installed()
+    return {"workload": NAME, "ok": ok, "reps": reps, "figures": figures, "nixl": have[1] if have else None,
+            "where": "one node", "machine": rp.machine_info()}
+
+
+def _apart(args) -> dict:
+    """Target and initiator each under its prefix (e.g. on two simulated
+    hosts); this process only starts them and reads the initiator's JSON."""
+    import shlex
+
+    folder = tempfile.mkdtemp(prefix="hixl-bench-nixl-")
+    out = os.path.join(folder, "result.json")
+    common = [sys.executable, "-m", "hixl_rma.bench", "nixl", "--dir", folder]
+    target = subprocess.Popen(shlex.split(args.target_prefix) + common + ["--role", "target"],
+                              stdout=subprocess.DEVNULL)
+    mine = ["--role", "initiator", "--sizes", args.sizes, "--batch", str(args.batch), "--json", out]
+    mine += (["--iters", str(args.iters)] if args.iters else []) + (["--reps", str(args.reps)] if args.reps else [])
+    mine += ["--quick"] if args.quick else []
+    try:
+        rc = subprocess.run(shlex.split(args.initiator_prefix) + common + mine, stdout=subprocess.DEVNULL).returncode
+    finally:
         try:
-            target.wait(timeout=30)
+            target.wait(timeout=60)
         except subprocess.TimeoutExpired:
             target.kill()
             target.wait()
-    have = hn.installed()
-    return {"workload": NAME, "ok": ok, "reps": reps, "figures": figures, "nixl": have[1] if have else None,
-            "machine": rp.machine_info()}
+    if rc != 0 or not os.path.exists(out):
+        raise SystemExit(f"the initiator failed (status {rc})")
+    with open(out) as f:
+        result = json.load(f)
+    result["where"] = f"target under {args.target_prefix!r}, initiator under {args.initiator_prefix!r}"
+    return result
 
 
 def report(result) -> None:
@@ -199,7 +270,8 @@ def report(result) -> None:
                      rp.fmt_num(h["us"], 1), rp.fmt_num(u["us"], 1),
                      f"{rp.fmt_num(h['cpu_initiator_us'], 0)}/{rp.fmt_num(h['cpu_target_us'], 0)}",
                      f"{rp.fmt_num(u['cpu_initiator_us'], 0)}/{rp.fmt_num(u['cpu_target_us'], 0)}"])
-    rp.print_table(f"NIXL {result['nixl']}: HIXL_RMA vs UCX backend, one node, median of {result['reps']} "
+    rp.print_table(f"NIXL {result['nixl']}: HIXL_RMA vs UCX backend, {result.get('where', 'one node')}, "
+                   f"median of {result['reps']} "
                    f"(data checked: {result['ok']})",
                    ["transfer", "op", "HIXL_RMA GB/s", "UCX GB/s", "ratio", "HIXL_RMA µs", "UCX µs",
                     "CPU µs HIXL_RMA (init/target)", "CPU µs UCX (init/target)"], rows,

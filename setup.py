@@ -13,6 +13,7 @@ import os
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 hixl_home = os.environ.get("HIXL_HOME")
@@ -74,4 +75,46 @@ ext = Extension(
     extra_link_args=["-pthread"],
 )
 
-setup(ext_modules=cythonize([ext], compiler_directives={"language_level": 3}))
+
+class _BuildExt(build_ext):
+    """Names the NIXL plugin as libnixl looks for it (libplugin_<NAME>.so),
+    not as a Python extension module."""
+
+    def get_ext_filename(self, fullname):
+        # distutils asks for the full dotted name and for its last part alone
+        if fullname == PLUGIN:
+            return os.path.join(*PLUGIN.split(".")[:-1], PLUGIN_FILE)
+        if fullname == PLUGIN.rsplit(".", 1)[1]:
+            return PLUGIN_FILE
+        return super().get_ext_filename(fullname)
+
+    def get_export_symbols(self, ext):
+        return [] if ext.name == PLUGIN else super().get_export_symbols(ext)
+
+
+# libplugin_HIXL_RMA.so: the built-in engine as a NIXL backend, loaded by
+# libnixl (not by Python). Its own copy of the engine, every symbol hidden
+# but the plugin's entry points, so nothing in it meets libnixl's or the
+# extension's symbols; the C++ ABI (std::string) is the NIXL wheels' (cxx11).
+# It binds to the libucp already in the process, as the extension does
+# (hixl_rma.nixl loads it first).
+PLUGIN = "hixl_rma.libplugin_HIXL_RMA"
+PLUGIN_FILE = "libplugin_HIXL_RMA.so"
+exts = cythonize([ext], compiler_directives={"language_level": 3})
+if not hixl_home:
+    exts.append(Extension(
+        PLUGIN,
+        sources=sorted(glob.glob("src/nixl_plugin/*.cc")) + sorted(glob.glob("src/engine/*.cc")),
+        include_dirs=[d for d in include_dirs if d != "hixl_rma"] + ["src/nixl_plugin"],
+        library_dirs=library_dirs,
+        libraries=libraries,
+        runtime_library_dirs=runtime_dirs,
+        define_macros=[("_GLIBCXX_USE_CXX11_ABI", "1")],
+        language="c++",
+        extra_compile_args=["-std=c++17", "-O2", "-g0", "-Wall", "-Wno-unused-function", "-Wno-invalid-offsetof",
+                            "-fvisibility=hidden", "-fvisibility-inlines-hidden"],
+        extra_link_args=["-pthread", "-Wl,--exclude-libs,ALL", "-Wl,-z,defs",
+                         "-Wl,--version-script=src/nixl_plugin/exports.map"],
+    ))
+
+setup(ext_modules=exts, cmdclass={"build_ext": _BuildExt})

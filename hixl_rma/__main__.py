@@ -4,7 +4,15 @@ import os
 import runpy
 import sys
 
-USAGE = "usage: python -m hixl_rma [-m module | script.py] [args ...]"
+USAGE = "usage: python -m hixl_rma [--version | -m module | script.py] [args ...]"
+
+
+def version_lines():
+    """hixl_rma's version, its UCX, and the NIXL versions its NIXL backend takes."""
+    from . import __version__, _ucx, nixl
+
+    ucx, origin = _ucx.load()
+    return [f"hixl_rma {__version__} (UCX {'.'.join(map(str, ucx))}, {origin})", nixl.supported_line()]
 
 
 def main(argv=None):
@@ -12,6 +20,9 @@ def main(argv=None):
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE, file=sys.stderr if not argv else sys.stdout)
         return 2 if not argv else 0
+    if argv[0] == "--version":
+        print("\n".join(version_lines()))
+        return 0
     from . import dropin
     dropin.install()
     if argv[0] == "-m":

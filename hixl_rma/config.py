@@ -33,6 +33,9 @@ SETTINGS = {
     "HIXL_RMA_DOMAIN": ("", "Init (option Domain)", "the tenant domain of this job's engines (1 to 256 bytes; "
                                                     "default: none, the job alone): engines of different domains "
                                                     "never complete a handshake, even with the same job token"),
+    "HIXL_RMA_NIXL_TOKEN": ("", "hixl_rma.nixl.agent (backend parameter job_token)",
+                            "job token of the HIXL_RMA NIXL backend: with one its engine listens beyond loopback "
+                            "(every agent of the job must give the same)"),
 }
 
 
@@ -56,6 +59,11 @@ def timeout_ms():
 def host():
     """``HIXL_RMA_HOST``, or None to choose the address automatically."""
     return _get("HIXL_RMA_HOST") or None
+
+
+def nixl_token():
+    """``HIXL_RMA_NIXL_TOKEN`` ("" when unset)."""
+    return _get("HIXL_RMA_NIXL_TOKEN")
 
 
 def ifname():

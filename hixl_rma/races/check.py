@@ -1,0 +1,118 @@
+"""The check where every rank's accesses meet (rank 0, at the end of the run).
+
+Two accesses of one window's memory at one target race when their byte
+ranges overlap, at least one writes, they are not two accumulates MPI
+makes atomic with each other (same basic datatype, and the same op or one
+of them NO_OP: MPI's default ``accumulate_ops=same_op_no_op``), and
+neither happens before the other: neither completed at a tick of its rank
+that the other's clock knew when it was issued.
+
+A read that one call site repeats over several intervals and that races
+only with a write is reported as polling: a warning, not an error (MPI
+defines it under the unified memory model, and it is how flags are waited
+for; the reader should use an atomic, or a synchronization).
+"""
+import collections
+
+_READS = {"Get", "Rget", "Get_batch", "load"}
+_WRITES = {"Put", "Rput", "Put_notify", "Put_batch", "store"}
+
+
+def _writes(r):
+    c = r["call"]
+    if c in _WRITES:
+        return True
+    if c in _READS:
+        return False
+    return r["op"] != "NO_OP"
+
+
+def _atomic(r):
+    return r["call"] not in _READS and r["call"] not in _WRITES
+
+
+def _overlap(a, b):
+    """The first overlapping byte range of two sorted block lists, or None."""
+    i = j = 0
+    ab, bb = a["blocks"], b["blocks"]
+    while i < len(ab) and j < len(bb):
+        lo, hi = max(ab[i][0], bb[j][0]), min(ab[i][1], bb[j][1])
+        if lo < hi:
+            return lo, hi
+        if ab[i][1] <= bb[j][1]:
+            i += 1
+        else:
+            j += 1
+    return None
+
+
+def _hb(a, b):
+    return a["done"] is not None and b["snap"][a["rank"]] >= a["done"]
+
+
+def _why(a, b):
+    def one(x, y):
+        if x["done"] is None:
+            return f"rank {x['rank']}'s {x['call']} was never completed"
+        return (f"rank {x['rank']}'s {x['call']} completed at its event #{x['done']} ({x['done_call']}), "
+                f"which rank {y['rank']} had not seen when it issued {y['call']} (it knew rank "
+                f"{x['rank']} up to #{y['snap'][x['rank']]})")
+    if a["rank"] == b["rank"] and a["thread"] != b["thread"]:
+        return "two threads of rank %d, unordered: %s; %s" % (a["rank"], one(a, b), one(b, a))
+    return f"{one(a, b)}; and {one(b, a)}"
+
+
+def conflicting(a, b):
+    """True when a and b race (their byte ranges are checked apart)."""
+    if not (_writes(a) or _writes(b)):
+        return False
+    if _atomic(a) and _atomic(b) and a["dtype"] == b["dtype"] and (
+            a["op"] == b["op"] or "NO_OP" in (a["op"], b["op"])):
+        return False
+    if a["rank"] == b["rank"] and a["call"] in ("load", "store") and b["call"] in ("load", "store"):
+        return False  # one process's own loads and stores: program order (threads: not modelled)
+    return not (_hb(a, b) or _hb(b, a))
+
+
+def races(records, labels):
+    """Races among ``records`` (plain dicts of every rank): a list of report dicts."""
+    groups = collections.defaultdict(list)
+    for r in records:
+        groups[(r["win"], r["target"])].append(r)
+    out, seen = [], set()
+    for (win, target), recs in groups.items():
+        ext = [(r["blocks"][0][0], max(h for _, h in r["blocks"])) if r["blocks"] else (0, 0) for r in recs]
+        order = sorted(range(len(recs)), key=lambda k: ext[k][0])
+        reps = collections.Counter((r["rank"], r["file"], r["line"], r["call"]) for r in recs)
+        for n, i in enumerate(order):
+            a = recs[i]
+            for j in order[n + 1:]:
+                if ext[j][0] >= ext[i][1]:
+                    break  # sorted by first byte: no later record starts before a ends
+                b = recs[j]
+                ov = _overlap(a, b)
+                if ov is None or not conflicting(a, b):
+                    continue
+                x, y = sorted((a, b), key=lambda r: (r["rank"], r["line"]))
+                key = (win, target, x["rank"], x["file"], x["line"], x["call"], y["rank"], y["file"], y["line"],
+                       y["call"])
+                if key in seen:
+                    continue
+                seen.add(key)
+                kind = "race"
+                for p, q in ((x, y), (y, x)):
+                    if not _writes(p) and _writes(q) and reps[(p["rank"], p["file"], p["line"], p["call"])] > 1:
+                        kind = "polling"
+                out.append({"kind": kind, "scope": "target", "window": labels.get(win, win), "target": target,
+                            "bytes": list(ov), "a": _side(x), "b": _side(y), "why": _why(x, y),
+                            "seen_by": target})
+    return out
+
+
+def _side(r):
+    d = {"call": r["call"], "rank": r["rank"], "where": f"{r['file']}:{r['line']}"}
+    if r["op"] is not None:
+        d["op"] = r["op"]
+    if r["dtype"] is not None:
+        d["dtype"] = r["dtype"]
+    return d

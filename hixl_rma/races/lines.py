@@ -1,0 +1,187 @@
+"""The line watch: loads and stores of window memory and of RMA buffers by
+the program's own lines (not hixl_rma's, not the standard library's or
+site-packages').
+
+Python gives a library no way to see a load of an ndarray element, so the
+watch reads the program: for each line about to run, the names its
+bytecode loads (each code object's lines are analysed once), resolved in
+the running frame; a name bound to an ndarray, memoryview, ``MPI.buffer``
+or bytearray is an access of its memory -- a store when the line stores
+into it by subscript (``buf[i] = v``, ``buf[:] = ...``, ``buf[i] += v``),
+else a load; of one element when the subscript is one constant or one
+variable of a one-dimensional array, else of the whole object. A line that
+calls a window method (``win.Put(buf, ...)``) is the RMA call's, not a load.
+
+It sees what a line names; it misses memory reached without a name on the
+line (a helper function's loads are seen in the helper only if it is the
+program's own code; C extensions, ``np.frombuffer`` views made and used on
+one line, other processes). Threads started after the detector are
+watched too (``threading.settrace``).
+"""
+import dis
+import os
+import sys
+import sysconfig
+import threading
+
+import numpy as np
+from mpi4py import MPI
+
+from .detector import _PKG
+
+_NAMES = frozenset(("LOAD_NAME", "LOAD_FAST", "LOAD_GLOBAL", "LOAD_DEREF", "LOAD_CLASSDEREF"))
+_INDEX = frozenset(("LOAD_CONST", "LOAD_NAME", "LOAD_FAST", "LOAD_GLOBAL", "LOAD_DEREF"))
+_CALLS = frozenset(("Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op", "Compare_and_swap", "Rput",
+                    "Rget", "Raccumulate", "Rget_accumulate", "Put_notify", "Rput_notify", "Put_batch",
+                    "Get_batch", "Fence", "Lock", "Unlock", "Lock_all", "Unlock_all", "Flush", "Flush_all",
+                    "Flush_local", "Flush_local_all", "Start", "Complete", "Post", "Wait", "Test", "Free",
+                    "Send", "Recv", "send", "recv", "Isend", "Irecv", "Sendrecv", "Create", "Allocate",
+                    "Allocate_shared", "Shared_query", "tomemory"))
+_STORE_METHODS = frozenset(("fill", "put", "itemset", "sort", "partition", "setfield", "resize", "byteswap"))
+_ARRAYS = (np.ndarray, memoryview, MPI.buffer, bytearray)
+
+_SKIP = tuple(p for p in {sysconfig.get_paths().get("stdlib"), sysconfig.get_paths().get("purelib"),
+                          sysconfig.get_paths().get("platlib"), _PKG, os.path.dirname(np.__file__)} if p)
+
+try:
+    from numpy.lib.array_utils import byte_bounds as _byte_bounds
+except ImportError:  # numpy < 2
+    _byte_bounds = np.byte_bounds
+
+_det = None
+_user = {}  # code -> bool
+_tables = {}  # code -> {lineno: ((name, opname, index, store), ...)}
+
+
+def _is_user(code):
+    fn = code.co_filename
+    return not (fn.startswith("<") or fn.startswith(_SKIP) or "site-packages" in fn)
+
+
+def _table(code):
+    ins = list(dis.get_instructions(code))
+    lines = {}
+    skip = set()
+    for i in ins:
+        ln = i.positions.lineno if i.positions else None
+        if ln is None:
+            continue
+        if i.opname in ("LOAD_METHOD", "LOAD_ATTR") and i.argval in _CALLS:
+            skip.add(ln)
+    for k, i in enumerate(ins):
+        if i.opname not in _NAMES:
+            continue
+        ln = i.positions.lineno if i.positions else None
+        if ln is None or ln in skip:
+            continue
+        store, index = False, None
+        nxt = ins[k + 1] if k + 1 < len(ins) else None
+        if nxt is not None and nxt.opname in ("LOAD_METHOD", "LOAD_ATTR") and nxt.argval in _STORE_METHODS:
+            store = True
+        else:
+            for m in range(k + 1, min(k + 9, len(ins))):
+                op = ins[m].opname
+                if op == "STORE_SUBSCR":
+                    store = True
+                    break
+                if op == "BINARY_SUBSCR":
+                    break
+                if op in _NAMES and m > k + 1 or op.startswith("CALL") or op.startswith("STORE_"):
+                    break
+            if (k + 2 < len(ins) and ins[k + 1].opname in _INDEX
+                    and ins[k + 2].opname in ("BINARY_SUBSCR", "STORE_SUBSCR")):
+                index = (ins[k + 1].opname, ins[k + 1].argval)
+        lines.setdefault(ln, []).append((i.argval, i.opname, index, store))
+    return {ln: tuple(v) for ln, v in lines.items()}
+
+
+def _resolve(frame, name, how):
+    if how == "LOAD_GLOBAL":
+        g = frame.f_globals
+        return g[name] if name in g else None
+    loc = frame.f_locals
+    if name in loc:
+        return loc[name]
+    return frame.f_globals.get(name) if how == "LOAD_NAME" else None
+
+
+def _span(obj, index, frame):
+    if isinstance(obj, np.ndarray):
+        arr = obj
+    else:
+        try:
+            arr = np.frombuffer(obj, np.uint8) if not isinstance(obj, memoryview) or obj.ndim == 1 else None
+            if arr is not None and isinstance(obj, memoryview) and obj.itemsize > 1:
+                arr = np.frombuffer(obj, np.dtype(f"V{obj.itemsize}"))
+        except (TypeError, ValueError, BufferError):
+            return None
+        if arr is None:
+            return None
+    if arr.size == 0:
+        return None
+    if index is not None and arr.ndim == 1:
+        how, val = index
+        k = val if how == "LOAD_CONST" else _resolve(frame, val, how)
+        if type(k) is int and -arr.shape[0] <= k < arr.shape[0]:
+            if k < 0:
+                k += arr.shape[0]
+            lo = arr.__array_interface__["data"][0] + k * arr.strides[0]
+            return lo, lo + arr.itemsize
+    lo, hi = _byte_bounds(arr)
+    return lo, hi
+
+
+def _on_line(frame):
+    det = _det
+    if det is None or not (det.local or det.ranges):
+        return
+    code = frame.f_code
+    t = _tables.get(code)
+    if t is None:
+        t = _tables[code] = _table(code)
+    entries = t.get(frame.f_lineno)
+    if not entries:
+        return
+    for name, how, index, store in entries:
+        obj = _resolve(frame, name, how)
+        if obj is None or not isinstance(obj, _ARRAYS):
+            continue
+        span = _span(obj, index, frame)
+        if span is not None:
+            det.touch(span[0], span[1], store, (code, frame.f_lineno), f"{'store to' if store else 'load of'} "
+                                                                       f"'{name}'")
+
+
+def _local(frame, event, arg):
+    if event == "line":
+        _on_line(frame)
+    return _local
+
+
+def _global(frame, event, arg):
+    code = frame.f_code
+    u = _user.get(code)
+    if u is None:
+        u = _user[code] = _is_user(code)
+    return _local if u else None
+
+
+def start(det):
+    """Watch the program's lines from now on (this thread's running frames too)."""
+    global _det
+    _det = det
+    threading.settrace(_global)
+    sys.settrace(_global)
+    f = sys._getframe(1)
+    while f is not None:
+        if _global(f, "call", None) is not None:
+            f.f_trace = _local
+            f.f_trace_lines = True
+        f = f.f_back
+
+
+def stop():
+    global _det
+    _det = None
+    sys.settrace(None)
+    threading.settrace(None)

@@ -14,6 +14,8 @@ for; the reader should use an atomic, or a synchronization).
 """
 import collections
 
+import numpy as np
+
 _READS = {"Get", "Rget", "Get_batch", "load"}
 _WRITES = {"Put", "Rput", "Put_notify", "Put_batch", "store"}
 
@@ -62,12 +64,22 @@ def _why(a, b):
     return f"{one(a, b)}; and {one(b, a)}"
 
 
+def _aligned(a, b):
+    """The elements of two accumulates of one datatype coincide (or they
+    overlap element for element unaligned, which MPI makes no atomicity of)."""
+    try:
+        size = np.dtype(a["dtype"]).itemsize
+    except TypeError:
+        return True
+    return all((x[0] - y[0]) % size == 0 for x in a["blocks"] for y in b["blocks"] if x[0] < y[1] and y[0] < x[1])
+
+
 def conflicting(a, b):
     """True when a and b race (their byte ranges are checked apart)."""
     if not (_writes(a) or _writes(b)):
         return False
     if _atomic(a) and _atomic(b) and a["dtype"] == b["dtype"] and (
-            a["op"] == b["op"] or "NO_OP" in (a["op"], b["op"])):
+            a["op"] == b["op"] or "NO_OP" in (a["op"], b["op"])) and _aligned(a, b):
         return False
     if a["rank"] == b["rank"] and a["call"] in ("load", "store") and b["call"] in ("load", "store"):
         return False  # one process's own loads and stores: program order (threads: not modelled)

@@ -37,6 +37,11 @@ _CALLS = frozenset(("Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op"
                     "Flush_local", "Flush_local_all", "Start", "Complete", "Post", "Wait", "Test", "Free",
                     "Send", "Recv", "send", "recv", "Isend", "Irecv", "Sendrecv", "Create", "Allocate",
                     "Allocate_shared", "Shared_query", "tomemory"))
+# what follows a name that reads no memory: aliasing, returning, packing, metadata
+_NOT_ACCESS = frozenset(("RETURN_VALUE", "STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "STORE_ATTR",
+                         "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "BUILD_SET", "POP_TOP"))
+_METADATA = frozenset(("dtype", "shape", "size", "nbytes", "itemsize", "ndim", "strides", "flags", "base", "ctypes",
+                       "address", "data", "T", "__class__"))
 _STORE_METHODS = frozenset(("fill", "put", "itemset", "sort", "partition", "setfield", "resize", "byteswap"))
 _ARRAYS = (np.ndarray, memoryview, MPI.buffer, bytearray)
 
@@ -76,7 +81,10 @@ def _table(code):
             continue
         store, index = False, None
         nxt = ins[k + 1] if k + 1 < len(ins) else None
-        if nxt is not None and nxt.opname in ("LOAD_METHOD", "LOAD_ATTR") and nxt.argval in _STORE_METHODS:
+        if nxt is None or nxt.opname in _NOT_ACCESS or (nxt.opname in ("LOAD_METHOD", "LOAD_ATTR")
+                                                        and nxt.argval in _METADATA):
+            continue
+        if nxt.opname in ("LOAD_METHOD", "LOAD_ATTR") and nxt.argval in _STORE_METHODS:
             store = True
         else:
             for m in range(k + 1, min(k + 9, len(ins))):

@@ -56,8 +56,8 @@ def run(case, timeout, mpiexec):
         try:
             p = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
-            return dict(case, error=f"timeout after {timeout} s", output=(exc.stdout or "") + (exc.stderr or ""),
-                        seconds=time.monotonic() - t0)
+            text = b"".join(x for x in (exc.stdout, exc.stderr) if x).decode(errors="replace")
+            return dict(case, error=f"timeout after {timeout} s", output=text, seconds=time.monotonic() - t0)
         out = dict(case, seconds=time.monotonic() - t0, output=p.stdout + p.stderr)
         if p.returncode != 0 or not os.path.exists(report):
             out["error"] = f"exit status {p.returncode}"

@@ -105,7 +105,8 @@ def _start(MPI, at_exit):
     c = sys.modules.get("hixl_rma.constants")
     if c is not None:
         c.COMM_WORLD = cw
-    from . import lines
+    from . import lines, threads
+    threads.install(det)
     lines.start(det)
     if at_exit:
         import atexit

@@ -49,16 +49,17 @@ def _overlap(a, b):
 
 
 def _hb(a, b):
-    return a["done"] is not None and b["snap"][a["rank"]] >= a["done"]
+    return a["done"] is not None and b["snap"][a["done_actor"]] >= a["done"]
 
 
 def _why(a, b):
     def one(x, y):
         if x["done"] is None:
             return f"rank {x['rank']}'s {x['call']} was never completed"
-        return (f"rank {x['rank']}'s {x['call']} completed at its event #{x['done']} ({x['done_call']}), "
-                f"which rank {y['rank']} had not seen when it issued {y['call']} (it knew rank "
-                f"{x['rank']} up to #{y['snap'][x['rank']]})")
+        how = f" ({x['done_call']})" if x["done_call"] else ""
+        return (f"rank {x['rank']}'s {x['call']} completed at event #{x['done']}{how} of its "
+                f"{_thread(x['done_actor'])}, which rank {y['rank']} had not seen when its {y['call']} ran "
+                f"(it knew that thread up to #{y['snap'][x['done_actor']]})")
     if a["rank"] == b["rank"] and a["thread"] != b["thread"]:
         return "two threads of rank %d, unordered: %s; %s" % (a["rank"], one(a, b), one(b, a))
     return f"{one(a, b)}; and {one(b, a)}"
@@ -72,6 +73,14 @@ def _aligned(a, b):
     except TypeError:
         return True
     return all((x[0] - y[0]) % size == 0 for x in a["blocks"] for y in b["blocks"] if x[0] < y[1] and y[0] < x[1])
+
+
+THREADS = 8  # clock slots per rank (set by the caller from the detector)
+
+
+def _thread(actor):
+    slot = actor % THREADS
+    return "main thread" if slot == 0 else f"thread #{slot}"
 
 
 def conflicting(a, b):

@@ -173,7 +173,7 @@ def make_class(Win, det):
             w = self._w
             base, size = (w.me.base, w.me.size) if flavor != C.WIN_FLAVOR_DYNAMIC and not w.device else (0, 0)
             wi = WinInfo(w.key, w.label(), list(w.comm.world_ranks), w.comm.rank, base, size)
-            wi.clocks = ClockWindow(Win, w.comm.comm, det.size, w.comm.rank)
+            wi.clocks = ClockWindow(Win, w.comm.comm, det.width, w.comm.rank)
             wi.locks, wi.start, wi.post = {}, [], []
             with det.mutex:
                 det.windows[w.key] = wi

@@ -78,9 +78,18 @@ class WinInfo:
 
 
 class Detector:
-    def __init__(self, rank, size, keep, keep_going, json_path, out=None):
-        self.rank, self.size = rank, size
-        self.clock = Clock(rank, size)
+    """One per process. Clocks are per thread: a rank has ``threads`` slots
+    (the main thread is slot 0, others get the next slot when they first
+    touch the detector; beyond the last, threads share it), and an MPI or
+    window synchronization carries the clock of the thread that calls it."""
+
+    def __init__(self, rank, size, keep, keep_going, json_path, out=None, threads=8):
+        self.rank, self.size, self.threads = rank, size, threads
+        self.width = size * threads
+        self._tl = threading.local()
+        self._slots = {}
+        self._main = self._tl.clock = Clock(rank * threads, self.width)
+        self._slots[threading.main_thread().ident] = self._main
         self.log = Log(keep)
         self.keep_going, self.json_path = keep_going, json_path
         self.out = out or sys.stderr
@@ -93,18 +102,40 @@ class Detector:
         self.mutex = threading.RLock()
         self.finished = None
 
+    @property
+    def clock(self):
+        """The calling thread's clock."""
+        c = getattr(self._tl, "clock", None)
+        if c is None:
+            c = self._new_thread_clock()
+        return c
+
+    def _new_thread_clock(self):
+        with self.mutex:
+            t = threading.current_thread()
+            slot = min(len(self._slots), self.threads - 1)
+            c = Clock(self.rank * self.threads + slot, self.width)
+            parent = getattr(t, "_race_parent", None)
+            # a thread started before the detector: as if started now by the main thread
+            c.merge(parent if parent is not None else self._main.array())
+            self._slots[t.ident] = c
+            t._race_clock = c
+            self._tl.clock = c
+            return c
+
     # ----------------------------------------------------------- accesses
 
     def access(self, win, target, blocks, call, op, dtype, where_, pending=True):
         """Record an access of ``blocks`` of ``target``'s memory of window ``win``."""
         with self.mutex:
-            snap = self.clock.snap()
-            th = threading.get_ident()
+            clock = self.clock
+            snap = clock.snap()
+            th = clock.me
             key = (win.key, target, call, op, dtype, where_[0], where_[1], blocks, th)
             rec, new = self.log.add(key, snap, lambda: Access(win.key, target, blocks, call, op, dtype,
                                                               self.rank, snap, where_, th))
             if not pending:
-                rec.done = self.clock.now()
+                rec.done, rec.done_actor = clock.now(), th
             elif new:
                 self.pend.setdefault((win.key, target), []).append(rec)
             return rec
@@ -140,15 +171,17 @@ class Detector:
     def acquire(self, *clocks):
         """Merge clocks received from others, then tick."""
         with self.mutex:
+            clock = self.clock
             for c in clocks:
-                self.clock.merge(c)
-            return self.clock.tick()
+                clock.merge(c)
+            return clock.tick()
 
     def release(self):
         """The clock to send (then tick, so later accesses are not in it)."""
         with self.mutex:
-            c = self.clock.array()
-            self.clock.tick()
+            clock = self.clock
+            c = clock.array()
+            clock.tick()
             return c
 
     def complete(self, win, targets, call, remote=True, local=True, reads_only=False, where_=None):
@@ -156,7 +189,8 @@ class Detector:
         current tick: remotely (Flush, Unlock, Fence, Complete), or only
         locally (Flush_local: origin buffers free, Gets have their data)."""
         with self.mutex:
-            now = self.clock.now()
+            clock = self.clock
+            now, me = clock.now(), clock.me
             if remote or reads_only:
                 for (key, t), recs in list(self.pend.items()):
                     if key != win.key or (targets is not None and t not in targets):
@@ -164,7 +198,7 @@ class Detector:
                     keep = []
                     for r in recs:
                         if remote or not r.writes:
-                            r.done, r.done_call = now, call
+                            r.done, r.done_call, r.done_actor = now, call, me
                         else:
                             keep.append(r)
                     if keep:
@@ -178,10 +212,11 @@ class Detector:
     def complete_request(self, req_uses, recs, call, where_):
         """A request's Wait/Test returned true: its buffers are free; a Get's data is there."""
         with self.mutex:
-            now = self.clock.now()
+            clock = self.clock
+            now = clock.now()
             for r in recs:
                 if not r.writes and r.done is None:
-                    r.done, r.done_call = now, call
+                    r.done, r.done_call, r.done_actor = now, call, clock.me
                     lst = self.pend.get((r.win, r.target))
                     if lst and r in lst:
                         lst.remove(r)

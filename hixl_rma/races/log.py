@@ -20,17 +20,19 @@ ACCS = frozenset(("Accumulate", "Raccumulate", "Get_accumulate", "Rget_accumulat
 
 class Access:
     """One access to ``blocks`` (byte ranges [lo, hi) of ``target``'s
-    window memory) by ``rank``, issued with clock ``snap``, completed at
-    this rank's tick ``done`` (None while pending)."""
+    window memory) by ``rank`` (from the thread whose clock slot is
+    ``thread``), issued with clock ``snap``, completed at tick ``done`` of
+    clock slot ``done_actor`` (None while pending)."""
 
     __slots__ = ("win", "target", "blocks", "call", "op", "dtype", "rank", "snap", "done", "site",
-                 "done_call", "thread", "count")
+                 "done_call", "thread", "count", "done_actor")
 
     def __init__(self, win, target, blocks, call, op, dtype, rank, snap, site, thread):
         self.win, self.target, self.blocks = win, target, blocks
         self.call, self.op, self.dtype = call, op, dtype
         self.rank, self.snap, self.site, self.thread = rank, snap, site, thread
         self.done = None
+        self.done_actor = thread  # the clock slot of the thread whose event completed it
         self.done_call = None
         self.count = 1
 
@@ -52,7 +54,7 @@ class Access:
         return {"win": self.win, "target": self.target, "blocks": self.blocks, "call": self.call,
                 "op": self.op, "dtype": self.dtype, "rank": self.rank, "snap": self.snap, "done": self.done,
                 "file": code.co_filename, "line": line, "func": code.co_name, "done_call": self.done_call,
-                "thread": self.thread, "count": self.count}
+                "thread": self.thread, "count": self.count, "done_actor": self.done_actor}
 
 
 class _Site:

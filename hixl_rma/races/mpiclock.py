@@ -97,7 +97,7 @@ def make_class(det):
         src = st.Get_source()
         if src == MPI.PROC_NULL or src < 0:
             return
-        c = np.empty(det.size, np.int64)
+        c = np.empty(det.width, np.int64)
         comm._shadow().Recv(c, src, st.Get_tag())
         det.acquire(c)
 

@@ -59,6 +59,7 @@ def finish():
             records.extend(m["records"])
             reports.extend(m["races"])
             dropped += m["dropped"]
+        check.THREADS = det.threads
         reports.extend(check.races(records, labels))
         found = sum(1 for r in reports if r["kind"] == "race")
         _print(reports, len(records), dropped, det.out)

@@ -12,6 +12,7 @@ only with a write is reported as polling: a warning, not an error (MPI
 defines it under the unified memory model, and it is how flags are waited
 for; the reader should use an atomic, or a synchronization).
 """
+import bisect
 import collections
 
 import numpy as np
@@ -34,17 +35,22 @@ def _atomic(r):
 
 
 def _overlap(a, b):
-    """The first overlapping byte range of two sorted block lists, or None."""
-    i = j = 0
+    """The first overlapping byte range of two sorted block lists, or None
+    (binary search of the shorter list's blocks in the longer one)."""
     ab, bb = a["blocks"], b["blocks"]
-    while i < len(ab) and j < len(bb):
-        lo, hi = max(ab[i][0], bb[j][0]), min(ab[i][1], bb[j][1])
-        if lo < hi:
-            return lo, hi
-        if ab[i][1] <= bb[j][1]:
-            i += 1
+    if len(ab) > len(bb):
+        ab, bb = bb, ab
+    starts = [lo for lo, _ in bb] if len(bb) > 8 else None
+    for lo, hi in ab:
+        if starts is None:
+            cands = bb
         else:
-            j += 1
+            k = max(bisect.bisect_right(starts, lo) - 1, 0)
+            cands = bb[k:k + 2 + bisect.bisect_left(starts, hi, k) - k]
+        for blo, bhi in cands:
+            olo, ohi = max(lo, blo), min(hi, bhi)
+            if olo < ohi:
+                return olo, ohi
     return None
 
 
@@ -111,8 +117,10 @@ def races(records, labels):
                 if ext[j][0] >= ext[i][1]:
                     break  # sorted by first byte: no later record starts before a ends
                 b = recs[j]
+                if not conflicting(a, b):
+                    continue
                 ov = _overlap(a, b)
-                if ov is None or not conflicting(a, b):
+                if ov is None:
                     continue
                 x, y = sorted((a, b), key=lambda r: (r["rank"], r["line"]))
                 key = (win, target, x["rank"], x["file"], x["line"], x["call"], y["rank"], y["file"], y["line"],

@@ -63,7 +63,8 @@ def _why(a, b):
         if x["done"] is None:
             return f"rank {x['rank']}'s {x['call']} was never completed"
         how = f" ({x['done_call']})" if x["done_call"] else ""
-        return (f"rank {x['rank']}'s {x['call']} completed at event #{x['done']}{how} of its "
+        verb = "ran" if x["call"] in ("load", "store") else "completed"
+        return (f"rank {x['rank']}'s {x['call']} {verb} at event #{x['done']}{how} of its "
                 f"{_thread(x['done_actor'])}, which rank {y['rank']} had not seen when its {y['call']} ran "
                 f"(it knew that thread up to #{y['snap'][x['done_actor']]})")
     if a["rank"] == b["rank"] and a["thread"] != b["thread"]:

@@ -7,7 +7,9 @@ A call made by another checked call (``Flush_local`` calls ``Flush``,
 ``Put_notify`` calls ``Put``) is not recorded again: the outer call says
 what it is.
 """
+import sys
 import threading
+import zlib
 
 import numpy as np
 from mpi4py import MPI
@@ -17,9 +19,16 @@ from .. import constants as C
 from .._datatypes import as_buffer, target_blocks
 from ..request import Request
 from .clockwin import ClockWindow
-from .detector import WinInfo, site
+from .detector import LocalUse, WinInfo, site, site_of
+from .log import Access
 
-_tls = threading.local()
+class _Busy(threading.local):
+    on = False  # inside a checked call: calls it makes are the base class's
+
+
+_tls = _Busy()
+_ndarray = np.ndarray
+_getframe = sys._getframe
 
 
 def _opname(op):
@@ -130,6 +139,67 @@ def make_class(Win, det):
                     uses.append(det.use(info, tw, rlo, rhi, writes, robj, rec, call, where_))
         return uses, [rec]
 
+    _Put, _Get, _Flush = Win.Put, Win.Get, Win.Flush
+    windows, log_sites, keep = det.windows, det.log.sites, det.log.keep
+
+    def fast(win, call, origin, target_rank, target, receives):
+        """Put/Get of a contiguous ndarray at an int displacement: record inline."""
+        w = win._w
+        key = w.key
+        info = windows[key]
+        tw = info.world[target_rank]
+        n = origin.nbytes
+        lo = (target or 0) * w.targets[target_rank].disp_unit
+        blocks = ((lo, lo + n),) if n else ()
+        where_ = site_of(_getframe(1))
+        with det.mutex:
+            clock = det.clock
+            snap = clock._snap or clock.snap()
+            th = clock.me
+            k = (key, tw, call, None, None, where_[0], where_[1], blocks, th)
+            st = log_sites.get(k)
+            last = st.last[-1] if st is not None and st.last else (st.first[-1] if st is not None and st.first
+                                                                  else None)
+            if last is not None and last.snap is snap and last.done is None:
+                last.count += 1
+                rec = last
+            else:
+                rec = Access(key, tw, blocks, call, None, None, det.rank, snap, where_, th)
+                det.log.put(k, rec)
+                p = det.pend.get((key, tw))
+                if p is None:
+                    det.pend[(key, tw)] = [rec]
+                else:
+                    p.append(rec)
+            if n:
+                a = origin.__array_interface__["data"][0]
+                b = a + n
+                for u in det.local:
+                    if u.lo < b and a < u.hi and (receives or u.writes):
+                        det._local_race(u, call, where_, receives, "both use the buffer before either "
+                                                                      "completed locally")
+                crc = None if receives else (zlib.crc32(origin) if n <= 256 else None)
+                if crc is None and not receives:
+                    from .detector import checksum
+                    crc = checksum(origin)
+                det.local.append(LocalUse(key, tw, a, b, receives, None if receives else origin, crc, rec, call,
+                                          where_))
+
+    def flushed(win, rank):
+        """Flush(rank): what this rank did to rank is complete, remotely and locally."""
+        info = windows[win._w.key]
+        tw = info.world[rank]
+        with det.mutex:
+            clock = det.clock
+            now = clock.tick()
+            me = clock.me
+            recs = det.pend.pop((info.key, tw), None)
+            if recs:
+                for r in recs:
+                    r.done, r.done_call, r.done_actor = now, "Flush", me
+            if det.local:
+                det.complete(info, {tw}, "Flush", remote=False)
+
     def track(req, uses, recs, call):
         out = CheckedRequest.__new__(CheckedRequest)
         for s in ("_wait", "_test", "_keep", "_done", "_after"):
@@ -144,19 +214,19 @@ def make_class(Win, det):
     def sync(win, targets, call, remote=True, local=True, reads_only=False):
         """This rank's accesses of win to ``targets`` (world ranks; None: all) complete now."""
         det.acquire()
-        det.complete(info_of(win), targets, call, remote, local, reads_only, site(3))
+        det.complete(info_of(win), targets, call, remote, local, reads_only, None)
 
     def guarded(fn):
         base = getattr(Win, fn.__name__)
 
         def method(self, *args, **kwargs):
-            if getattr(_tls, "busy", False):
+            if _tls.on:
                 return base(self, *args, **kwargs)
-            _tls.busy = True
+            _tls.on = True
             try:
                 return fn(self, base, *args, **kwargs)
             finally:
-                _tls.busy = False
+                _tls.on = False
 
         method.__name__ = fn.__name__
         method.__doc__ = base.__doc__
@@ -183,15 +253,33 @@ def make_class(Win, det):
 
         # ------------------------------------------------------------ RMA
 
-        @guarded
-        def Put(self, base, origin, target_rank, target=None):
-            base(self, origin, target_rank, target)
-            rma(self, "Put", origin, target_rank, target)
+        def Put(self, origin, target_rank, target=None):
+            """Write origin into the target window (recorded by the race detector)."""
+            _Put(self, origin, target_rank, target)
+            if _tls.on or target_rank == C.PROC_NULL:
+                return
+            if type(origin) is _ndarray and (target is None or type(target) is int) and origin.flags.c_contiguous:
+                fast(self, "Put", origin, target_rank, target, False)
+            else:
+                _tls.on = True
+                try:
+                    rma(self, "Put", origin, target_rank, target)
+                finally:
+                    _tls.on = False
 
-        @guarded
-        def Get(self, base, origin, target_rank, target=None):
-            base(self, origin, target_rank, target)
-            rma(self, "Get", origin, target_rank, target)
+        def Get(self, origin, target_rank, target=None):
+            """Read the target window into origin (recorded by the race detector)."""
+            _Get(self, origin, target_rank, target)
+            if _tls.on or target_rank == C.PROC_NULL:
+                return
+            if type(origin) is _ndarray and (target is None or type(target) is int) and origin.flags.c_contiguous:
+                fast(self, "Get", origin, target_rank, target, True)
+            else:
+                _tls.on = True
+                try:
+                    rma(self, "Get", origin, target_rank, target)
+                finally:
+                    _tls.on = False
 
         @guarded
         def Accumulate(self, base, origin, target_rank, target=None, op=MPI.SUM):
@@ -314,11 +402,11 @@ def make_class(Win, det):
                     info.clocks.unlock_out(c, q, False)
             base(self)
 
-        @guarded
-        def Flush(self, base, rank):
-            base(self, rank)
-            if rank != C.PROC_NULL:
-                sync(self, {world(self, rank)}, "Flush")
+        def Flush(self, rank):
+            """Remote completion of all RMA to ``rank`` (seen by the race detector)."""
+            _Flush(self, rank)
+            if not _tls.on and rank != C.PROC_NULL:
+                flushed(self, rank)
 
         @guarded
         def Flush_all(self, base):

@@ -17,7 +17,7 @@ class Clock:
 
     def __init__(self, me, n):
         self.me, self.n = me, n
-        self.c = np.zeros(n, np.int64)
+        self.c = [0] * n
         self.c[me] = 1
         self._snap = None
 
@@ -25,29 +25,33 @@ class Clock:
         """The clock as a tuple (shared by every access until the next tick)."""
         s = self._snap
         if s is None:
-            s = self._snap = tuple(self.c.tolist())
+            s = self._snap = tuple(self.c)
         return s
 
     def now(self):
-        """This rank's own counter."""
-        return int(self.c[self.me])
+        """This thread's own counter."""
+        return self.c[self.me]
 
     def tick(self):
         self.c[self.me] += 1
         self._snap = None
-        return int(self.c[self.me])
+        return self.c[self.me]
 
     def merge(self, other):
-        """Take in another clock (any array-like of n counters, or rows of them)."""
-        other = np.asarray(other, np.int64)
-        if other.ndim > 1:
-            other = other.max(axis=0) if len(other) else np.zeros(self.n, np.int64)
-        np.maximum(self.c, other, out=self.c)
+        """Take in another clock (a sequence of n counters, or an array of rows of them)."""
+        if isinstance(other, np.ndarray):
+            if other.ndim > 1:
+                other = other.max(axis=0) if len(other) else ()
+            other = other.tolist()
+        c = self.c
+        for i, v in enumerate(other):
+            if v > c[i]:
+                c[i] = v
         self._snap = None
 
     def array(self):
-        """A copy of the counters (what a message carries)."""
-        return self.c.copy()
+        """The counters as an int64 array (what a message carries)."""
+        return np.array(self.c, np.int64)
 
 
 def happens_before(a_rank, a_done, b_snap):

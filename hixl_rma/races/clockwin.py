@@ -56,7 +56,8 @@ class ClockWindow:
         return (off, self.nw, np.int64)
 
     def _put(self, clock, rank, off):
-        self.win.Put(clock, rank, self._spec(off))
+        # an int displacement (disp_unit 8) and an int64 origin: the window's hot path
+        self.win.Put(clock, rank, off)
 
     # Fence
     def fence_out(self, clock):
@@ -64,19 +65,22 @@ class ClockWindow:
         for q in range(self.nc):
             if q != self.me:
                 self._put(clock, q, row)
-        self.win.Flush_all()
+                self.win.Flush(q)
 
     def fence_in(self):
         base = self.FENCE + (self.fences & 1) * self.nc * self.nw
         self.fences += 1
+        if self.nc == 2:
+            q = 1 - self.me
+            return self.mem[base + q * self.nw:base + (q + 1) * self.nw].tolist()
         rows = self.mem[base:base + self.nc * self.nw].reshape(self.nc, self.nw)
         return rows.max(axis=0)
 
     # Lock / Unlock
     def lock_in(self, rank, exclusive):
-        self.win.Get(self._tmp, rank, self._spec(self.LOCKX))
+        self.win.Get(self._tmp, rank, self.LOCKX)
         if exclusive:
-            self.win.Get(self._tmp2, rank, self._spec(self.LOCKS))
+            self.win.Get(self._tmp2, rank, self.LOCKS)
         self.win.Flush(rank)
         return np.maximum(self._tmp, self._tmp2) if exclusive else self._tmp.copy()
 
@@ -91,7 +95,7 @@ class ClockWindow:
     def post_out(self, clock, origins):
         for q in origins:
             self._put(clock, q, self.POST + self.me * self.nw)
-        self.win.Flush_all()
+            self.win.Flush(q)
 
     def start_in(self, targets):
         return [self.mem[self.POST + q * self.nw:self.POST + (q + 1) * self.nw].copy() for q in targets]
@@ -99,7 +103,7 @@ class ClockWindow:
     def complete_out(self, clock, targets):
         for q in targets:
             self._put(clock, q, self.COMPLETE + self.me * self.nw)
-        self.win.Flush_all()
+            self.win.Flush(q)
 
     def wait_in(self, origins):
         return [self.mem[self.COMPLETE + q * self.nw:self.COMPLETE + (q + 1) * self.nw].copy() for q in origins]

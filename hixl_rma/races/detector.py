@@ -28,15 +28,28 @@ def _own(filename):
     return filename.startswith(_PKG) and not filename.startswith(_BENCH)
 
 
-def site(depth=2):
-    """(code, lineno) of the innermost frame outside hixl_rma's own code."""
-    f = sys._getframe(depth)
+_OWN = {}  # code object -> whether it is hixl_rma's own
+
+
+def site_of(f):
+    """(code, lineno) of frame f or the innermost frame outside it that is
+    not hixl_rma's own code (the program's line that made the call)."""
     last = f
-    while f is not None and _own(f.f_code.co_filename):
+    while f is not None:
+        code = f.f_code
+        own = _OWN.get(code)
+        if own is None:
+            own = _OWN[code] = _own(code.co_filename)
+        if not own:
+            return code, f.f_lineno
         last = f
         f = f.f_back
-    f = f or last
-    return f.f_code, f.f_lineno
+    return last.f_code, last.f_lineno
+
+
+def site(depth=2):
+    """(code, lineno) of the innermost frame outside hixl_rma's own code."""
+    return site_of(sys._getframe(depth))
 
 
 def where(code_line):
@@ -45,14 +58,23 @@ def where(code_line):
 
 
 def checksum(obj):
-    """crc32 of the bytes of a buffer (a copy first when not contiguous)."""
-    try:
+    """A checksum of a buffer's bytes: crc32 up to 4 KiB, beyond that the
+    64-bit wrapping sum of its words and its tail (several times faster;
+    a store that changes a word changes it)."""
+    if type(obj) is np.ndarray and obj.nbytes <= 256 and obj.flags.c_contiguous:
         return zlib.crc32(obj)
+    try:
+        mv = memoryview(obj)
+        if not mv.contiguous:
+            mv = memoryview(np.ascontiguousarray(obj))
+        mv = mv.cast("B")
     except (TypeError, BufferError, ValueError):
-        try:
-            return zlib.crc32(np.ascontiguousarray(obj))
-        except Exception:  # not a buffer we can read: no checksum
-            return None
+        return None  # not a buffer we can read: no checksum
+    n = mv.nbytes
+    if n <= 256:
+        return zlib.crc32(mv)
+    words = n // 8
+    return (int(np.frombuffer(mv, np.uint64, words).sum()), zlib.crc32(mv[words * 8:]), n)
 
 
 class LocalUse:
@@ -237,7 +259,7 @@ class Detector:
 
     def _local_race(self, u, call, where_, writes, why):
         a = {"call": u.call, "rank": self.rank, "where": where(u.site)}
-        b = {"call": call, "rank": self.rank, "where": where(where_) if where_ else "?"}
+        b = {"call": call, "rank": self.rank, "where": where(where_ or site(1))}
         pair = (u.call, a["where"], call, b["where"])
         if pair in self._pairs:
             return

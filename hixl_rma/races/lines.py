@@ -170,7 +170,8 @@ def _global(frame, event, arg):
     code = frame.f_code
     u = _user.get(code)
     if u is None:
-        u = _user[code] = _is_user(code)
+        # line-trace only the program's code objects that have a line to watch
+        u = _user[code] = _is_user(code) and bool(_tables.setdefault(code, _table(code)))
     return _local if u else None
 
 

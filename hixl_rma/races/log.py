@@ -92,6 +92,17 @@ class Log:
             s.last.append(rec)
         return rec, True
 
+    def put(self, key, rec):
+        """Add a new record (the caller checked it is not the last one again)."""
+        s = self.sites.get(key)
+        if s is None:
+            s = self.sites[key] = _Site(self.keep)
+        s.seen += 1
+        if len(s.first) < self.keep:
+            s.first.append(rec)
+        else:
+            s.last.append(rec)
+
     def records(self):
         for s in self.sites.values():
             yield from s.first

@@ -40,7 +40,7 @@ def test_check_races_reports_the_racy_example_and_exits_3():
     assert p.returncode == 3, out
     put, load = _line(RACY, "win.Put(cells"), _line(RACY, "left_cell = ghost[0]  # the race")
     assert "RACE on window" in out and "rank 1's memory, bytes [0, 8)" in out, out
-    assert f"Put dtype=<f8 by rank 0 at {RACY}:{put}" in out, out
+    assert f"Put by rank 0 at {RACY}:{put}" in out, out
     assert f"load by rank 1 at {RACY}:{load}" in out, out
     assert "unordered: rank 0's Put completed at event" in out and "(Fence)" in out, out
     assert "2 race(s), 0 warning(s)" in out, out  # each rank's ghost cell, each once

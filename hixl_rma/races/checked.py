@@ -326,15 +326,14 @@ def make_class(Win, det):
 
         @guarded
         def Put_batch(self, base, origin_blocks, target_rank, target_disps, tag=None):
+            if target_rank != C.PROC_NULL:
+                info, tw, where_ = info_of(self), world(self, target_rank), site(2)
+                t = self._w.targets[target_rank]
+                blocks = _batch_blocks(origin_blocks, target_disps, t.disp_unit)
+                det.access(info, tw, blocks, "Put_batch", None, None, where_)
+                if tag is not None:
+                    notified(self, target_rank)  # its clock must be there before the notification
             base(self, origin_blocks, target_rank, target_disps, tag)
-            if target_rank == C.PROC_NULL:
-                return
-            info, tw, where_ = info_of(self), world(self, target_rank), site(2)
-            t = self._w.targets[target_rank]
-            blocks = _batch_blocks(origin_blocks, target_disps, t.disp_unit)
-            det.access(info, tw, blocks, "Put_batch", None, None, where_)
-            if tag is not None:
-                notified(self, target_rank)
 
         @guarded
         def Get_batch(self, base, origin_blocks, target_rank, target_disps):

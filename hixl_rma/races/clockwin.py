@@ -23,6 +23,7 @@ synchronizes, so a reader after that call sees them. On one node the
 hidden window is mapped memory: a Put is a memcpy.
 """
 import numpy as np
+from mpi4py import MPI
 
 from ..ops import MAX
 
@@ -46,7 +47,7 @@ class ClockWindow:
             _plain.on = False
         self.mem = np.frombuffer(self.win.tomemory(), np.int64)
         self.mem[:] = 0
-        comm.Barrier()
+        MPI.Intracomm.Barrier(comm)  # the window's own communicator: no clocks
         self.win.Lock_all()
         self.fences = 0
         self._tmp = np.zeros(nworld, np.int64)
@@ -86,7 +87,8 @@ class ClockWindow:
 
     def unlock_out(self, clock, rank, exclusive):
         if exclusive:
-            self.win.Accumulate(clock, rank, self._spec(self.LOCKX), MAX)
+            # exclusive holders follow one another, each knowing the last: a Put keeps it monotone
+            self._put(clock, rank, self.LOCKX)
         else:
             self.win.Accumulate(clock, rank, self._spec(self.LOCKS), MAX)
         self.win.Flush(rank)
@@ -110,7 +112,8 @@ class ClockWindow:
 
     # notified RMA
     def notify_out(self, clock, target):
-        self.win.Accumulate(clock, target, self._spec(self.NOTIFY + self.me * self.nw), MAX)
+        # only this rank writes its row there, and its clock only grows: a Put
+        self._put(clock, target, self.NOTIFY + self.me * self.nw)
         self.win.Flush(target)
 
     def notify_in(self, source):

@@ -175,14 +175,15 @@ class Detector:
             self.local.append(u)
             return u
 
-    def touch(self, lo, hi, store, where_, what):
-        """A load or store (seen by the line watch) of process memory [lo, hi)."""
+    def touch(self, lo, hi, store, where_, what, exact=True):
+        """A load or store (seen by the line watch) of process memory [lo, hi);
+        not ``exact``: somewhere in it (checked against buffers in use only)."""
         with self.mutex:
             for u in self.local:
                 if u.lo < hi and lo < u.hi and (store or u.writes):
                     self._local_race(u, "store" if store else "load", where_, store,
                                      f"{what} before {u.call} completed locally")
-            for rlo, rhi, wi, target in self.ranges:
+            for rlo, rhi, wi, target in (self.ranges if exact else ()):
                 if rlo < hi and lo < rhi:
                     a, b = max(lo, rlo) - rlo, min(hi, rhi) - rlo
                     self.access(wi, target, ((a, b),), "store" if store else "load", None, None, where_,

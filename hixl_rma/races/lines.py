@@ -8,8 +8,12 @@ bytecode loads (each code object's lines are analysed once), resolved in
 the running frame; a name bound to an ndarray, memoryview, ``MPI.buffer``
 or bytearray is an access of its memory -- a store when the line stores
 into it by subscript (``buf[i] = v``, ``buf[:] = ...``, ``buf[i] += v``),
-else a load; of one element when the subscript is one constant or one
-variable of a one-dimensional array, else of the whole object. A line that
+else a load. It is exact for one element of a one-dimensional array (a
+constant or variable index) and a constant slice of one; otherwise the
+bytes are not known, and the access (of the whole object) counts only
+against origin and result buffers in use, not as an access of window
+memory: a fancy index or a whole array passed to a function would
+otherwise make every concurrent Put to another part of the window a race. A line that
 calls a window method (``win.Put(buf, ...)``) is the RMA call's, not a load.
 
 It sees what a line names; it misses memory reached without a name on the
@@ -41,7 +45,8 @@ _CALLS = frozenset(("Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op"
 _NOT_ACCESS = frozenset(("RETURN_VALUE", "STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF", "STORE_ATTR",
                          "BUILD_TUPLE", "BUILD_LIST", "BUILD_MAP", "BUILD_SET", "POP_TOP"))
 _METADATA = frozenset(("dtype", "shape", "size", "nbytes", "itemsize", "ndim", "strides", "flags", "base", "ctypes",
-                       "address", "data", "T", "__class__"))
+                       "address", "data", "T", "__class__", "view", "reshape", "transpose", "swapaxes", "squeeze",
+                       "cast", "obj", "__array_interface__"))
 _STORE_METHODS = frozenset(("fill", "put", "itemset", "sort", "partition", "setfield", "resize", "byteswap"))
 _ARRAYS = (np.ndarray, memoryview, MPI.buffer, bytearray)
 
@@ -99,6 +104,10 @@ def _table(code):
             if (k + 2 < len(ins) and ins[k + 1].opname in _INDEX
                     and ins[k + 2].opname in ("BINARY_SUBSCR", "STORE_SUBSCR")):
                 index = (ins[k + 1].opname, ins[k + 1].argval)
+            elif (k + 4 < len(ins) and ins[k + 1].opname == "LOAD_CONST" and ins[k + 2].opname == "LOAD_CONST"
+                  and ins[k + 3].opname == "BUILD_SLICE" and ins[k + 3].argval == 2
+                  and ins[k + 4].opname in ("BINARY_SUBSCR", "STORE_SUBSCR")):
+                index = ("SLICE", (ins[k + 1].argval, ins[k + 2].argval))
         lines.setdefault(ln, []).append((i.argval, i.opname, index, store))
     return {ln: tuple(v) for ln, v in lines.items()}
 
@@ -127,16 +136,23 @@ def _span(obj, index, frame):
             return None
     if arr.size == 0:
         return None
-    if index is not None and arr.ndim == 1:
+    if index is not None and arr.ndim == 1 and index[0] == "SLICE":
+        a, b = index[1]
+        if (a is None or type(a) is int) and (b is None or type(b) is int):
+            start, stop, _ = slice(a, b).indices(arr.shape[0])
+            lo = arr.__array_interface__["data"][0] + start * arr.strides[0]
+            return (lo, lo + max(stop - start, 0) * arr.itemsize, True) if arr.strides[0] == arr.itemsize else \
+                (*_byte_bounds(arr), False)
+    if index is not None and arr.ndim == 1 and index[0] != "SLICE":
         how, val = index
         k = val if how == "LOAD_CONST" else _resolve(frame, val, how)
         if type(k) is int and -arr.shape[0] <= k < arr.shape[0]:
             if k < 0:
                 k += arr.shape[0]
             lo = arr.__array_interface__["data"][0] + k * arr.strides[0]
-            return lo, lo + arr.itemsize
+            return lo, lo + arr.itemsize, True
     lo, hi = _byte_bounds(arr)
-    return lo, hi
+    return lo, hi, False
 
 
 def _on_line(frame):
@@ -157,7 +173,7 @@ def _on_line(frame):
         span = _span(obj, index, frame)
         if span is not None:
             det.touch(span[0], span[1], store, (code, frame.f_lineno), f"{'store to' if store else 'load of'} "
-                                                                       f"'{name}'")
+                                                                       f"'{name}'", span[2])
 
 
 def _local(frame, event, arg):

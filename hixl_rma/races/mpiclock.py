@@ -40,8 +40,9 @@ def make_class(det):
 
         def _shadow(self):
             # None for a communicator mpi4py made of this class without wrap()
-            # (Idup and friends create their result as type(self)): plain MPI
-            return _SHADOWS.get(self.py2f())
+            # (Idup and friends create their result as type(self)): plain MPI.
+            # Kept on the object, not by handle: MPI reuses a freed handle.
+            return self.__dict__.get("_race_shadow")
 
         def Barrier(self):
             if self._shadow() is None:
@@ -148,19 +149,26 @@ def make_class(det):
         if hasattr(base, name):
             setattr(ClockComm, name, maker(name))
     _pending = []
+    _plain = {}  # id -> (plain communicator, its shadow)
 
     def wrap(comm):
         """``comm`` as a ClockComm (collective: its shadow is a Dup)."""
         if comm == MPI.COMM_NULL or comm.Is_inter():
             return comm
         cc = ClockComm(comm)
-        key = cc.py2f()
-        if key not in _SHADOWS:
-            _SHADOWS[key] = base.Dup(comm)
+        if isinstance(comm, ClockComm):
+            sh = comm.__dict__.get("_race_shadow")
+        else:
+            # a plain communicator (the HIXL face's Fence): its shadow once, the object kept
+            held = _plain.get(id(comm))
+            sh = held[1] if held is not None and held[0] is comm else None
+        if sh is None:
+            sh = base.Dup(comm)
+            if not isinstance(comm, ClockComm):
+                _plain[id(comm)] = (comm, sh)
+        cc._race_shadow = sh
         return cc
 
     ClockComm.wrap = staticmethod(wrap)
     return ClockComm
 
-
-_SHADOWS = {}  # Fortran handle of a communicator -> its shadow (shared by every ClockComm of it)

@@ -349,6 +349,7 @@ def make_class(Win, det):
 
         @guarded
         def Fence(self, base, assertion=0):
+            self._w.check_live("Fence")  # a freed window says so, not its clock window
             sync(self, None, "Fence")
             cw = info_of(self).clocks
             cw.fence_out(det.release())
@@ -370,6 +371,7 @@ def make_class(Win, det):
 
         @guarded
         def Unlock(self, base, rank):
+            self._w.check_live("Unlock")  # a freed window says so, not its clock window
             if rank == C.PROC_NULL:
                 return base(self, rank)
             info = info_of(self)
@@ -382,6 +384,7 @@ def make_class(Win, det):
 
         @guarded
         def Lock_all(self, base, assertion=0):
+            self._w.check_live("Lock_all")  # a freed window says so, not its clock window
             base(self, assertion)
             info = info_of(self)
             if assertion & MPI.MODE_NOCHECK:
@@ -393,6 +396,7 @@ def make_class(Win, det):
 
         @guarded
         def Unlock_all(self, base):
+            self._w.check_live("Unlock_all")  # a freed window says so, not its clock window
             info = info_of(self)
             sync(self, None, "Unlock_all")
             c = det.release()
@@ -425,6 +429,7 @@ def make_class(Win, det):
 
         @guarded
         def Post(self, base, group, assertion=0):
+            self._w.check_live("Post")  # a freed window says so, not its clock window
             info = info_of(self)
             ranks = self._w.comm.group_ranks(group, "Post")
             info.post = list(ranks)
@@ -441,6 +446,7 @@ def make_class(Win, det):
 
         @guarded
         def Complete(self, base):
+            self._w.check_live("Complete")  # a freed window says so, not its clock window
             info = info_of(self)
             sync(self, None, "Complete")
             info.clocks.complete_out(det.release(), info.start)
@@ -514,12 +520,15 @@ def make_class(Win, det):
 
         @guarded
         def Free(self, base):
+            self._w.check_live("Free")  # a freed window says so, not its clock window
             info = info_of(self)
             sync(self, None, "Free")
             base(self)
             info.clocks.free()
             with det.mutex:
                 det.ranges = [r for r in det.ranges if r[2] is not info]
+                det.freed[info.key] = info.label  # its records keep only the name
+                del det.windows[info.key]
 
     def notified(win, target_rank):
         """The notification to target_rank orders what this rank did before it."""
@@ -531,6 +540,8 @@ def make_class(Win, det):
         sync(win, None, "Fence")
 
     CheckedWin.complete_all = staticmethod(complete_all)
+    # what errors and reprs call it (type(win).__name__): it is a Win
+    CheckedWin.__name__ = CheckedWin.__qualname__ = Win.__name__
     return CheckedWin
 
 

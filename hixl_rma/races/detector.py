@@ -119,7 +119,8 @@ class Detector:
         self.local = []  # [LocalUse]
         self.races = []  # races this rank saw itself (dicts, see _race)
         self._pairs = set()
-        self.windows = {}  # key -> WinInfo
+        self.windows = {}  # key -> WinInfo of a live window
+        self.freed = {}  # key -> label of a freed one
         self.ranges = []  # (lo, hi, WinInfo, target world rank) of memory this process can load/store
         self.mutex = threading.RLock()
         self.finished = None
@@ -271,7 +272,7 @@ class Detector:
 
     def _label(self, key):
         wi = self.windows.get(key)
-        return wi.label if wi else key
+        return wi.label if wi else self.freed.get(key, key)
 
     # ------------------------------------------------------------- the end
 

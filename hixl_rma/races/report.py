@@ -43,7 +43,7 @@ def finish():
     with det.mutex:
         # whatever is still pending was never completed: done stays None
         mine = {"rank": det.rank, "records": det.plain_records(), "races": list(det.races),
-                "labels": {k: w.label for k, w in det.windows.items()}, "dropped": det.log.dropped()}
+                "labels": dict(det.freed, **{k: w.label for k, w in det.windows.items()}), "dropped": det.log.dropped()}
     ok = _arrive(comm, config.timeout_ms() / 1000)
     if not ok:
         print(f"hixl_rma race detector: rank {det.rank}: not every rank reached the end in time; "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, .ci/run): single-process tests, the
 # multi-rank suite under mpiexec with 2 and 3 ranks, its core part again
-# over UCX_TLS=tcp, and mpi4py's own RMA suites on hixl_rma.Win. Every step has a hard time limit, so a hung rank fails
+# over UCX_TLS=tcp, mpi4py's own RMA suites on hixl_rma.Win, and the race
+# detector (scored, and silent on the multi-rank suite). Every step has a hard time limit, so a hung rank fails
 # the run instead of stalling it; pytest-timeout bounds every test.
 set -u
 cd "$(dirname "$0")/.."
@@ -32,6 +33,12 @@ step mpi-2-tcp env UCX_TLS=tcp "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider 
 # mpi4py's own RMA test suites and demos (from the sdist of the installed
 # mpi4py) on hixl_rma.Win, at -n 1, 2 and 3, beside plain mpi4py.
 step mpi4py-suite python scripts/mpi4py_suite.py --sizes 1,2,3
+# The race detector: scored on the RMARaceBench cases (precision 1.0,
+# recall >= 0.97), and silent on the multi-rank suite (the leak tests
+# measure hixl_rma's memory, which the detector's records would add to).
+step races-score python scripts/race_score.py --jobs 2 --check
+step races-mpi-2 "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider --with-mpi --hixl-races \
+  --ignore=tests/mpi/test_leaks_mpi.py tests/mpi
 if [ ${#failed[@]} -ne 0 ]; then
   # Last, so that a CI log's tail names what failed: each failed step's
   # failing tests (one line each, not once per rank) or its last lines.

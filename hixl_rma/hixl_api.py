@@ -135,10 +135,7 @@ def Fence(comm=None):
             h.win._w.complete_all()
             if _races.ACTIVE is not None:
                 h.win.complete_all(h.win)
-    if _races.ACTIVE is not None:
-        _races.barrier(comm.comm)  # the barrier, carrying the detector's clocks
-    else:
-        comm.Barrier()
+    comm.Barrier()  # under the race detector, it carries the clocks (runtime.barrier)
 
 
 def Init():

@@ -122,9 +122,29 @@ def _at_exit():
         os._exit(_options["exit_code"])
 
 
-def barrier(comm):
-    """A barrier over mpi4py communicator ``comm`` that carries the clocks."""
-    ACTIVE.ClockComm.wrap(comm).Barrier()
+def barrier(comm, wait=None):
+    """A barrier over mpi4py communicator ``comm`` that carries the clocks:
+    an Allreduce(MAX) of them on comm's shadow (made on first use: a
+    barrier is collective). ``wait(start)`` completes the nonblocking
+    Iallreduce that ``start()`` begins (hixl_rma's bounded wait), else it
+    blocks."""
+    from mpi4py import MPI
+    shadow = ACTIVE.ClockComm.shadow_of(comm)
+    c = ACTIVE.release()
+    if wait is None:
+        shadow.Allreduce(MPI.IN_PLACE, c, op=MPI.MAX)
+    else:
+        wait(lambda: shadow.Iallreduce(MPI.IN_PLACE, c, op=MPI.MAX))
+    ACTIVE.acquire(c)
+
+
+def called_by_program(frame):
+    """True when ``frame`` (the caller of a hixl_rma barrier) is the
+    program's code or the HIXL face's Communicator, not hixl_rma's own
+    machinery (whose barriers the detector's clocks already account for)."""
+    from .detector import _own
+    fn = frame.f_code.co_filename
+    return not _own(fn) or fn.endswith(os.sep + "comm.py")
 
 
 def finish():

@@ -112,6 +112,9 @@ def races(records, labels):
         ext = [(r["blocks"][0][0], max(h for _, h in r["blocks"])) if r["blocks"] else (0, 0) for r in recs]
         order = sorted(range(len(recs)), key=lambda k: ext[k][0])
         reps = collections.Counter((r["rank"], r["file"], r["line"], r["call"]) for r in recs)
+        # reads one site repeats (across intervals, or within one): polling
+        polled = [r for r in recs if not _writes(r) and (r.get("count", 1) > 1 or
+                                                         reps[(r["rank"], r["file"], r["line"], r["call"])] > 1)]
         for n, i in enumerate(order):
             a = recs[i]
             for j in order[n + 1:]:
@@ -131,7 +134,9 @@ def races(records, labels):
                 seen.add(key)
                 kind = "race"
                 for p, q in ((x, y), (y, x)):
-                    if not _writes(p) and _writes(q) and reps[(p["rank"], p["file"], p["line"], p["call"])] > 1:
+                    # a read of bytes its rank polls (the poll, or the read after it that takes the value)
+                    if not _writes(p) and _writes(q) and any(
+                            o["rank"] == p["rank"] and _overlap(o, p) is not None for o in polled):
                         kind = "polling"
                 out.append({"kind": kind, "scope": "target", "window": labels.get(win, win), "target": target,
                             "bytes": list(ov), "a": _side(x), "b": _side(y), "why": _why(x, y),

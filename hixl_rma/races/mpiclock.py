@@ -169,6 +169,16 @@ def make_class(det):
         cc._race_shadow = sh
         return cc
 
+    def shadow_of(comm):
+        """comm's shadow, made now (collectively) if it has none, and kept."""
+        if isinstance(comm, ClockComm):
+            sh = comm.__dict__.get("_race_shadow")
+            if sh is None:
+                sh = comm._race_shadow = base.Dup(comm)
+            return sh
+        return wrap(comm).__dict__["_race_shadow"]
+
     ClockComm.wrap = staticmethod(wrap)
+    ClockComm.shadow_of = staticmethod(shadow_of)
     return ClockComm
 

@@ -90,12 +90,18 @@ def _thread(actor):
     return "main thread" if slot == 0 else f"thread #{slot}"
 
 
+def _same_op(x, y):
+    # Compare_and_swap is a conditional REPLACE: a spin lock taken by CAS and
+    # released by Accumulate(REPLACE) (or CAS) is not a race on its word
+    return (x if x != "CAS" else "REPLACE") == (y if y != "CAS" else "REPLACE")
+
+
 def conflicting(a, b):
     """True when a and b race (their byte ranges are checked apart)."""
     if not (_writes(a) or _writes(b)):
         return False
     if _atomic(a) and _atomic(b) and a["dtype"] == b["dtype"] and (
-            a["op"] == b["op"] or "NO_OP" in (a["op"], b["op"])) and _aligned(a, b):
+            _same_op(a["op"], b["op"]) or "NO_OP" in (a["op"], b["op"])) and _aligned(a, b):
         return False
     if a["rank"] == b["rank"] and a["call"] in ("load", "store") and b["call"] in ("load", "store"):
         return False  # one process's own loads and stores: program order (threads: not modelled)

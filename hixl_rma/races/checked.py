@@ -27,6 +27,8 @@ class _Busy(threading.local):
 
 
 _tls = _Busy()
+_ATOMICS = frozenset(("Accumulate", "Raccumulate", "Get_accumulate", "Rget_accumulate", "Fetch_and_op",
+                      "Compare_and_swap"))
 _ndarray = np.ndarray
 _getframe = sys._getframe
 
@@ -129,6 +131,8 @@ def make_class(Win, det):
         blocks, dtype, lo, hi, obj = _shape(t, origin, target, receives)
         where_ = where_ or site(3)
         rec = det.access(info, tw, blocks, call, op, dtype, where_)
+        if call in _ATOMICS:
+            info.atomics.add(target_rank)
         uses = []
         if hi > lo and not (call in ("Get_accumulate", "Rget_accumulate") and op == "NO_OP"):
             uses.append(det.use(info, tw, lo, hi, receives, obj, rec, call, where_))
@@ -199,6 +203,8 @@ def make_class(Win, det):
                     r.done, r.done_call, r.done_actor = now, "Flush", me
             if det.local:
                 det.complete(info, {tw}, "Flush", remote=False)
+        if rank in info.atomics:
+            atomics_done(info, {tw})
 
     def track(req, uses, recs, call):
         out = CheckedRequest.__new__(CheckedRequest)
@@ -214,7 +220,18 @@ def make_class(Win, det):
     def sync(win, targets, call, remote=True, local=True, reads_only=False):
         """This rank's accesses of win to ``targets`` (world ranks; None: all) complete now."""
         det.acquire()
-        det.complete(info_of(win), targets, call, remote, local, reads_only, None)
+        info = info_of(win)
+        det.complete(info, targets, call, remote, local, reads_only, None)
+        if info.atomics:
+            atomics_done(info, targets)
+
+    def atomics_done(info, targets):
+        """Atomics completed at these targets synchronize with the others' there
+        (beyond MPI, which orders nothing by atomics: the spin-lock pattern)."""
+        ranks = [r for r in info.atomics if targets is None or info.world[r] in targets]
+        for r in ranks:
+            info.atomics.discard(r)
+            det.acquire(info.clocks.atomic_sync(det.release(), r))
 
     def guarded(fn):
         base = getattr(Win, fn.__name__)
@@ -244,7 +261,7 @@ def make_class(Win, det):
             base, size = (w.me.base, w.me.size) if flavor != C.WIN_FLAVOR_DYNAMIC and not w.device else (0, 0)
             wi = WinInfo(w.key, w.label(), list(w.comm.world_ranks), w.comm.rank, base, size)
             wi.clocks = ClockWindow(Win, w.comm.comm, det.width, w.comm.rank)
-            wi.locks, wi.start, wi.post = {}, [], []
+            wi.locks, wi.start, wi.post, wi.atomics = {}, [], [], set()
             with det.mutex:
                 det.windows[w.key] = wi
                 if size:
@@ -326,14 +343,17 @@ def make_class(Win, det):
 
         @guarded
         def Put_batch(self, base, origin_blocks, target_rank, target_disps, tag=None):
-            if target_rank != C.PROC_NULL:
-                info, tw, where_ = info_of(self), world(self, target_rank), site(2)
-                t = self._w.targets[target_rank]
-                blocks = _batch_blocks(origin_blocks, target_disps, t.disp_unit)
-                det.access(info, tw, blocks, "Put_batch", None, None, where_)
-                if tag is not None:
-                    notified(self, target_rank)  # its clock must be there before the notification
+            if target_rank == C.PROC_NULL:
+                return base(self, origin_blocks, target_rank, target_disps, tag)
+            info, tw, where_ = info_of(self), world(self, target_rank), site(2)
+            t = self._w.targets[target_rank]
+            blocks = _batch_blocks(origin_blocks, target_disps, t.disp_unit)
+            # the notification's clock must be there before the notification is sent
+            at = notified(self, target_rank) if tag is not None else None
             base(self, origin_blocks, target_rank, target_disps, tag)
+            rec = det.access(info, tw, blocks, "Put_batch", None, None, where_)
+            if at is not None:
+                det.done_at(rec, *at)
 
         @guarded
         def Get_batch(self, base, origin_blocks, target_rank, target_disps):
@@ -468,17 +488,24 @@ def make_class(Win, det):
 
         @guarded
         def Put_notify(self, base, origin, target_rank, target=None, tag=0):
-            if target_rank != C.PROC_NULL:
-                rma(self, "Put_notify", origin, target_rank, target, where_=site(2))
-                notified(self, target_rank)
+            if target_rank == C.PROC_NULL:
+                return base(self, origin, target_rank, target, tag)
+            where_ = site(2)
+            at = notified(self, target_rank)
             base(self, origin, target_rank, target, tag)
+            for rec in rma(self, "Put_notify", origin, target_rank, target, where_=where_)[1]:
+                det.done_at(rec, *at)
 
         @guarded
         def Rput_notify(self, base, origin, target_rank, target=None, tag=0):
-            if target_rank != C.PROC_NULL:
-                rma(self, "Put_notify", origin, target_rank, target, where_=site(2))
-                notified(self, target_rank)
-            return base(self, origin, target_rank, target, tag)
+            if target_rank == C.PROC_NULL:
+                return base(self, origin, target_rank, target, tag)
+            where_ = site(2)
+            at = notified(self, target_rank)
+            req = base(self, origin, target_rank, target, tag)
+            for rec in rma(self, "Put_notify", origin, target_rank, target, where_=where_)[1]:
+                det.done_at(rec, *at)
+            return req
 
         @guarded
         def Notify(self, base, target_rank, tag=0):
@@ -531,9 +558,13 @@ def make_class(Win, det):
                 del det.windows[info.key]
 
     def notified(win, target_rank):
-        """The notification to target_rank orders what this rank did before it."""
+        """The notification to target_rank orders what this rank did before it;
+        (tick, clock slot) of the event that completed it."""
         sync(win, {world(win, target_rank)}, "Notify")
+        clock = det.clock
+        at = (clock.now(), clock.me)
         info_of(win).clocks.notify_out(det.release(), target_rank)
+        return at
 
     def complete_all(win):
         """The HIXL face's Fence completed every operation of this rank on win."""

@@ -38,7 +38,8 @@ class ClockWindow:
         self.POST = self.LOCKS + nworld
         self.COMPLETE = self.POST + nc * nworld
         self.NOTIFY = self.COMPLETE + nc * nworld
-        self.total = self.NOTIFY + nc * nworld
+        self.ATOMIC = self.NOTIFY + nc * nworld
+        self.total = self.ATOMIC + nworld
         from . import _plain
         _plain.on = True
         try:
@@ -118,6 +119,16 @@ class ClockWindow:
 
     def notify_in(self, source):
         return self.mem[self.NOTIFY + source * self.nw:self.NOTIFY + (source + 1) * self.nw].copy()
+
+    # atomics: what completed atomics of several origins at one target order
+    def atomic_sync(self, clock, rank):
+        """Leave this clock at rank's atomic record and take what others left
+        (a spin lock's release and acquire are atomics on one word)."""
+        self.win.Accumulate(clock, rank, self._spec(self.ATOMIC), MAX)
+        self.win.Flush(rank)
+        self.win.Get(self._tmp, rank, self.ATOMIC)
+        self.win.Flush(rank)
+        return self._tmp.copy()
 
     def free(self):
         self.win.Unlock_all()

@@ -163,6 +163,14 @@ class Detector:
                 self.pend.setdefault((win.key, target), []).append(rec)
             return rec
 
+    def done_at(self, rec, tick, actor):
+        """rec completed at an event already past (the notification it rode on)."""
+        with self.mutex:
+            rec.done, rec.done_actor, rec.done_call = tick, actor, "notification"
+            lst = self.pend.get((rec.win, rec.target))
+            if lst and rec in lst:
+                lst.remove(rec)
+
     def use(self, win, target, lo, hi, writes, obj, rec, call, where_, crc=True):
         """An origin (``writes`` False) or result buffer at [lo, hi) in use by
         ``call`` until local completion; a conflict with another use is a race."""

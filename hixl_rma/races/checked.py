@@ -231,7 +231,13 @@ def make_class(Win, det):
         ranks = [r for r in info.atomics if targets is None or info.world[r] in targets]
         for r in ranks:
             info.atomics.discard(r)
-            det.acquire(info.clocks.atomic_sync(det.release(), r))
+            det.acquire(info.clocks.atomic_read(r))
+
+    def atomic_issue(win, target_rank):
+        """Before an atomic: this rank's clock goes to the target's atomic record."""
+        if target_rank != C.PROC_NULL:
+            det.acquire()
+            info_of(win).clocks.atomic_publish(det.release(), target_rank)
 
     def guarded(fn):
         base = getattr(Win, fn.__name__)
@@ -300,23 +306,27 @@ def make_class(Win, det):
 
         @guarded
         def Accumulate(self, base, origin, target_rank, target=None, op=MPI.SUM):
+            atomic_issue(self, target_rank)
             base(self, origin, target_rank, target, op)
             rma(self, "Accumulate", origin, target_rank, target, _opname(op))
 
         @guarded
         def Get_accumulate(self, base, origin, result, target_rank, target=None, op=MPI.SUM):
+            atomic_issue(self, target_rank)
             base(self, origin, result, target_rank, target, op)
             rma(self, "Get_accumulate", origin if origin is not None else result, target_rank, target,
                 _opname(op), result)
 
         @guarded
         def Fetch_and_op(self, base, origin, result, target_rank, target_disp=0, op=MPI.SUM):
+            atomic_issue(self, target_rank)
             base(self, origin, result, target_rank, target_disp, op)
             rma(self, "Fetch_and_op", origin if origin is not None else result, target_rank, target_disp,
                 _opname(op), result)
 
         @guarded
         def Compare_and_swap(self, base, origin, compare, result, target_rank, target_disp=0):
+            atomic_issue(self, target_rank)
             base(self, origin, compare, result, target_rank, target_disp)
             rma(self, "Compare_and_swap", origin, target_rank, target_disp, "CAS", result, compare)
 
@@ -332,11 +342,13 @@ def make_class(Win, det):
 
         @guarded
         def Raccumulate(self, base, origin, target_rank, target=None, op=MPI.SUM):
+            atomic_issue(self, target_rank)
             req = base(self, origin, target_rank, target, op)
             return track(req, *rma(self, "Raccumulate", origin, target_rank, target, _opname(op)), "Raccumulate")
 
         @guarded
         def Rget_accumulate(self, base, origin, result, target_rank, target=None, op=MPI.SUM):
+            atomic_issue(self, target_rank)
             req = base(self, origin, result, target_rank, target, op)
             return track(req, *rma(self, "Rget_accumulate", origin if origin is not None else result, target_rank,
                                    target, _opname(op), result), "Rget_accumulate")

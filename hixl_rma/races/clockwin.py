@@ -121,11 +121,14 @@ class ClockWindow:
         return self.mem[self.NOTIFY + source * self.nw:self.NOTIFY + (source + 1) * self.nw].copy()
 
     # atomics: what completed atomics of several origins at one target order
-    def atomic_sync(self, clock, rank):
-        """Leave this clock at rank's atomic record and take what others left
-        (a spin lock's release and acquire are atomics on one word)."""
+    def atomic_publish(self, clock, rank):
+        """Leave this clock at rank's atomic record before an atomic is issued
+        there (a spin lock's release must carry it before the lock word changes)."""
         self.win.Accumulate(clock, rank, self._spec(self.ATOMIC), MAX)
         self.win.Flush(rank)
+
+    def atomic_read(self, rank):
+        """What the origins of atomics at rank left there (taken once an atomic completed)."""
         self.win.Get(self._tmp, rank, self.ATOMIC)
         self.win.Flush(rank)
         return self._tmp.copy()

@@ -47,6 +47,11 @@ _NOT_ACCESS = frozenset(("RETURN_VALUE", "STORE_FAST", "STORE_NAME", "STORE_GLOB
 _METADATA = frozenset(("dtype", "shape", "size", "nbytes", "itemsize", "ndim", "strides", "flags", "base", "ctypes",
                        "address", "data", "T", "__class__", "view", "reshape", "transpose", "swapaxes", "squeeze",
                        "cast", "obj", "__array_interface__"))
+# what follows a name that reads its memory (besides a subscript or a method)
+_USES = frozenset(("BINARY_OP", "COMPARE_OP", "CONTAINS_OP", "GET_ITER", "UNARY_NEGATIVE", "UNARY_INVERT",
+                   "UNARY_NOT", "FORMAT_VALUE"))
+# calls that keep a reference and read nothing
+_KEEPERS = frozenset(("append", "extend", "insert", "add", "setdefault", "update", "put_nowait", "appendleft"))
 _STORE_METHODS = frozenset(("fill", "put", "itemset", "sort", "partition", "setfield", "resize", "byteswap"))
 _ARRAYS = (np.ndarray, memoryview, MPI.buffer, bytearray)
 
@@ -89,6 +94,11 @@ def _table(code):
         if nxt is None or nxt.opname in _NOT_ACCESS or (nxt.opname in ("LOAD_METHOD", "LOAD_ATTR")
                                                         and nxt.argval in _METADATA):
             continue
+        if not _subscripted(ins, k) and not (
+                nxt.opname in _USES or (nxt.opname in _INDEX and k + 2 < len(ins) and ins[k + 2].opname in _USES)
+                or (nxt.opname in ("LOAD_METHOD", "LOAD_ATTR") and nxt.argval not in _METADATA)
+                or (nxt.opname in ("PRECALL", "CALL") and not _keeps(ins, k))):
+            continue  # named, not read: packed into a tuple, an argument among others, ...
         if nxt.opname in ("LOAD_METHOD", "LOAD_ATTR") and nxt.argval in _STORE_METHODS:
             store = True
         else:
@@ -110,6 +120,27 @@ def _table(code):
                 index = ("SLICE", (ins[k + 1].argval, ins[k + 2].argval))
         lines.setdefault(ln, []).append((i.argval, i.opname, index, store))
     return {ln: tuple(v) for ln, v in lines.items()}
+
+
+def _subscripted(ins, k):
+    for m in range(k + 1, min(k + 9, len(ins))):
+        op = ins[m].opname
+        if op in ("BINARY_SUBSCR", "STORE_SUBSCR"):
+            return True
+        if op in _NAMES or op.startswith("CALL") or op.startswith("STORE_") or op == "PRECALL":
+            return False
+    return False
+
+
+def _keeps(ins, k):
+    """The call this name is the last argument of keeps it (list.append ...)."""
+    line = ins[k].positions.lineno
+    for m in range(k - 1, max(k - 12, -1), -1):
+        if ins[m].positions is None or ins[m].positions.lineno != line:
+            return False
+        if ins[m].opname in ("LOAD_METHOD", "LOAD_ATTR"):
+            return ins[m].argval in _KEEPERS
+    return False
 
 
 def _resolve(frame, name, how):

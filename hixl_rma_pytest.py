@@ -18,6 +18,9 @@ MPI.
   Windows the test left are freed locally, and the next test starts with
   every rank in step. ``@pytest.mark.mpi(deadline=S)`` bounds the test's
   blocking calls and the exchange (default: ``HIXL_RMA_TIMEOUT_MS``).
+- **Races**: ``--hixl-races`` runs the session under hixl_rma's race
+  detector (``hixl_rma.races``): at its end the races of every rank are
+  printed on rank 0 and the run fails.
 - **Fixtures**: ``comm`` (a communicator of the test's own: what a failed
   test left half done cannot skew the next), ``ring`` (``left``, ``right``), ``window`` (a
   factory: ``window("allocate", 64, disp_unit=8)``; freed after the test,
@@ -175,8 +178,29 @@ def _verdict_text(failed):
 
 # ------------------------------------------------------------------ hooks
 
+def pytest_addoption(parser):
+    parser.getgroup("hixl_rma").addoption(
+        "--hixl-races", action="store_true", default=False,
+        help="run hixl_rma's race detector over the session; a race found fails the run (its report is "
+             "printed at the end, HIXL_RMA_RACE_JSON writes it as JSON)")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if not session.config.getoption("hixl_races", default=False):
+        return
+    import hixl_rma.races as races
+    from hixl_rma import config
+    found = races.finish() if races.ACTIVE is not None else 0
+    if found and session.exitstatus == 0 and not config.race_json():
+        session.exitstatus = 1  # HIXL_RMA_RACE_JSON: the report is written, the run keeps its verdict
+
+
 def pytest_configure(config):
     global _state
+    if config.getoption("hixl_races", default=False):
+        import hixl_rma.races as races
+        from mpi4py import MPI  # noqa: F401  (initializes MPI: the detector starts over it)
+        races.enable(keep_going=True, at_exit=False)
     config.addinivalue_line("markers", "mpi(min_size=N, deadline=S): a multi-rank test (pytest-mpi); "
                                        "hixl_rma's plugin bounds its blocking calls by S seconds")
     if not config.getoption("with_mpi", default=False):

@@ -40,6 +40,17 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE) + ["UCX_VERSION", "UCX_ORIGIN", "__version__"]
 
 
+def _check_races_if_asked():
+    # HIXL_RMA_CHECK=races: the detector, on before the program uses MPI
+    from . import config
+    if config.check_races():
+        from . import races
+        races.enable()
+
+
+_check_races_if_asked()
+
+
 def __getattr__(name):
     """A name of the package from its module, or a submodule, on first use."""
     module = _WHERE.get(name)

@@ -36,6 +36,12 @@ SETTINGS = {
     "HIXL_RMA_NIXL_TOKEN": ("", "hixl_rma.nixl.agent (backend parameter job_token)",
                             "job token of the HIXL_RMA NIXL backend: with one its engine listens beyond loopback "
                             "(every agent of the job must give the same)"),
+    "HIXL_RMA_CHECK": ("", "import of hixl_rma", "races: turn the race detector on (as python -m hixl_rma "
+                                                  "--check-races does)"),
+    "HIXL_RMA_RACE_KEEP": ("32", "the race detector's start", "records a call site keeps at each end of a "
+                                                              "run (its first N and last N intervals)"),
+    "HIXL_RMA_RACE_JSON": ("", "the race detector's end", "write the race report (JSON) to this file and "
+                                                          "exit 0 even when races were found (keep going)"),
 }
 
 
@@ -104,6 +110,28 @@ def notify_batch():
     if n <= 0:
         raise ParamError(f"HIXL_RMA_NOTIFY_BATCH must be a positive integer, got {value!r}")
     return n
+
+
+def check_races():
+    """True when ``HIXL_RMA_CHECK`` names ``races``."""
+    return "races" in [v.strip() for v in _get("HIXL_RMA_CHECK").split(",")]
+
+
+def race_keep():
+    """``HIXL_RMA_RACE_KEEP`` as a positive int (ParamError otherwise)."""
+    value = _get("HIXL_RMA_RACE_KEEP")
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise ParamError(f"HIXL_RMA_RACE_KEEP must be a positive integer, got {value!r}")
+    return n
+
+
+def race_json():
+    """``HIXL_RMA_RACE_JSON``, or None."""
+    return _get("HIXL_RMA_RACE_JSON") or None
 
 
 #: engine option -> the setting it comes from (hixl_ext.h names the options)

@@ -8,6 +8,7 @@ mode.
 """
 from . import _engine
 from . import constants as C
+from . import races as _races
 from . import runtime as _rt
 from .comm import Communicator, as_communicator
 from .errors import ParamError
@@ -132,7 +133,9 @@ def Fence(comm=None):
     for h in list(_handles.get(id(comm.comm), [])):
         if h.registered:
             h.win._w.complete_all()
-    comm.Barrier()
+            if _races.ACTIVE is not None:
+                h.win.complete_all(h.win)
+    comm.Barrier()  # under the race detector, it carries the clocks (runtime.barrier)
 
 
 def Init(domain=None):

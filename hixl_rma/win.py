@@ -14,6 +14,7 @@ from mpi4py import MPI
 
 from . import _engine
 from . import attributes
+from . import races as _races
 from . import constants as C
 from ._datatypes import as_buffer
 from .accumulate import Accumulates
@@ -57,10 +58,15 @@ class Win(_engine.WinBase):
                                               error_class=MPI.ERR_WIN)
         self.__dict__ = win.__dict__  # an alias: one window, two handles
         self._share_core(win)
+        if type(win) is not type(self) and issubclass(type(win), type(self)):
+            self.__class__ = type(win)  # an alias of a checked window is checked too
 
     @classmethod
     def _new(cls, comm, memory, flavor, disp_unit, info, access=C.ACCESS_READ_WRITE,
              mem_type=_engine.MEM_HOST):
+        checked = _races.checked_class(cls)  # None unless the race detector is on
+        if checked is not None and checked is not cls:
+            return checked._new(comm, memory, flavor, disp_unit, info, access, mem_type)
         core = WindowCore()
         core.create(comm, memory, flavor, disp_unit, info, access, mem_type)
         self = cls.__new__(cls)

@@ -1,0 +1,602 @@
+"""The checked window: a subclass of ``hixl_rma.Win`` whose calls record,
+then call the base class (RMA), or carry clocks around the base call
+(synchronization). Window creation hands it out only while the detector
+is on, so ``Win`` itself, and its Cython hot path, are untouched.
+
+A call made by another checked call (``Flush_local`` calls ``Flush``,
+``Put_notify`` calls ``Put``) is not recorded again: the outer call says
+what it is.
+"""
+import sys
+import threading
+import zlib
+
+import numpy as np
+from mpi4py import MPI
+
+from .. import _engine
+from .. import constants as C
+from .._datatypes import as_buffer, target_blocks
+from ..request import Request
+from .clockwin import ClockWindow
+from .detector import LocalUse, WinInfo, site, site_of
+from .log import Access
+
+class _Busy(threading.local):
+    on = False  # inside a checked call: calls it makes are the base class's
+
+
+_tls = _Busy()
+_ATOMICS = frozenset(("Accumulate", "Raccumulate", "Get_accumulate", "Rget_accumulate", "Fetch_and_op",
+                      "Compare_and_swap"))
+_ndarray = np.ndarray
+_getframe = sys._getframe
+
+
+def _opname(op):
+    name = getattr(op, "name", None)
+    if isinstance(name, str):
+        return name.upper().replace("MPI_", "")
+    if isinstance(op, MPI.Op):
+        for n in ("SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR", "REPLACE", "NO_OP",
+                  "MAXLOC", "MINLOC"):
+            if op == getattr(MPI, n):
+                return n
+    return str(op)
+
+
+def _merge(tblk):
+    out = []
+    for off, ln in sorted((int(o), int(n)) for o, n in tblk):
+        if ln <= 0:
+            continue
+        if out and off <= out[-1][1]:
+            if off + ln > out[-1][1]:
+                out[-1] = (out[-1][0], off + ln)
+        else:
+            out.append((off, off + ln))
+    return tuple(out)
+
+
+def _addr(arr):
+    return arr.__array_interface__["data"][0]
+
+
+def _shape(t, origin, target, receives):
+    """(target blocks, basic datatype, origin lo, origin hi, origin object)."""
+    if (target is None or type(target) is int) and type(origin) is np.ndarray and origin.flags.c_contiguous:
+        n = origin.nbytes
+        lo = (target or 0) * t.disp_unit
+        a = _addr(origin)
+        return ((lo, lo + n),) if n else (), origin.dtype.str, a, a + n, origin
+    ob = as_buffer(origin, writable=receives, name="origin", allow_device=True)
+    _, tblk, dtype, size = target_blocks(target, ob, t.disp_unit, "origin" if receives else "target")
+    if ob.device:
+        return _merge(tblk), (dtype.str if dtype is not None else None), 0, 0, None
+    if len(ob.blocks):
+        lo = ob.address + int(min(o for o, _ in ob.blocks))
+        hi = ob.address + int(max(o + n for o, n in ob.blocks))
+    else:
+        lo = hi = ob.address
+    return _merge(tblk), (dtype.str if dtype is not None else None), lo, hi, ob.obj
+
+
+def _span(buf, writable):
+    """(lo, hi, object) of a result or compare buffer."""
+    if type(buf) is np.ndarray and buf.flags.c_contiguous:
+        a = _addr(buf)
+        return a, a + buf.nbytes, buf
+    ob = as_buffer(buf, writable=writable, name="result")
+    return ob.address, ob.address + ob.nbytes, ob.obj
+
+
+class CheckedRequest(Request):
+    """A request whose completion the detector sees."""
+
+    __slots__ = ("_seen",)
+
+    def _check(self):
+        if self._done and self._seen is not None:
+            seen, self._seen = self._seen, None
+            seen()
+
+    def Wait(self, status=None):
+        r = Request.Wait(self, status)
+        self._check()
+        return r
+
+    def Test(self, status=None):
+        r = Request.Test(self, status)
+        self._check()
+        return r
+
+
+def make_class(Win, det):
+    """The checked subclass of ``Win`` for detector ``det``."""
+
+    def info_of(win):
+        return det.windows[win._w.key]
+
+    def world(win, rank):
+        return win._w.comm.world_ranks[rank]
+
+    def rma(win, call, origin, target_rank, target, op=None, result=None, compare=None, where_=None):
+        if target_rank == C.PROC_NULL:
+            return [], []
+        core = win._w
+        info = info_of(win)
+        t = core.targets[target_rank]
+        tw = world(win, target_rank)
+        receives = call in ("Get", "Rget")
+        blocks, dtype, lo, hi, obj = _shape(t, origin, target, receives)
+        where_ = where_ or site(3)
+        rec = det.access(info, tw, blocks, call, op, dtype, where_)
+        if call in _ATOMICS:
+            info.atomics.add(target_rank)
+        uses = []
+        if hi > lo and not (call in ("Get_accumulate", "Rget_accumulate") and op == "NO_OP"):
+            uses.append(det.use(info, tw, lo, hi, receives, obj, rec, call, where_))
+        for buf, writes in ((result, True), (compare, False)):
+            if buf is not None:
+                rlo, rhi, robj = _span(buf, writes)
+                if rhi > rlo:
+                    uses.append(det.use(info, tw, rlo, rhi, writes, robj, rec, call, where_))
+        return uses, [rec]
+
+    _Put, _Get, _Flush = Win.Put, Win.Get, Win.Flush
+    windows, log_sites, keep = det.windows, det.log.sites, det.log.keep
+
+    def fast(win, call, origin, target_rank, target, receives):
+        """Put/Get of a contiguous ndarray at an int displacement: record inline."""
+        w = win._w
+        key = w.key
+        info = windows[key]
+        tw = info.world[target_rank]
+        n = origin.nbytes
+        lo = (target or 0) * w.targets[target_rank].disp_unit
+        blocks = ((lo, lo + n),) if n else ()
+        where_ = site_of(_getframe(1))
+        with det.mutex:
+            clock = det.clock
+            snap = clock._snap or clock.snap()
+            th = clock.me
+            k = (key, tw, call, None, None, where_[0], where_[1], blocks, th)
+            st = log_sites.get(k)
+            last = st.last[-1] if st is not None and st.last else (st.first[-1] if st is not None and st.first
+                                                                  else None)
+            if last is not None and last.snap is snap and last.done is None:
+                last.count += 1
+                rec = last
+            else:
+                rec = Access(key, tw, blocks, call, None, None, det.rank, snap, where_, th)
+                det.log.put(k, rec)
+                p = det.pend.get((key, tw))
+                if p is None:
+                    det.pend[(key, tw)] = [rec]
+                else:
+                    p.append(rec)
+            if n:
+                a = origin.__array_interface__["data"][0]
+                b = a + n
+                for u in det.local:
+                    if u.lo < b and a < u.hi and (receives or u.writes):
+                        det._local_race(u, call, where_, receives, "both use the buffer before either "
+                                                                      "completed locally")
+                crc = None if receives else (zlib.crc32(origin) if n <= 256 else None)
+                if crc is None and not receives:
+                    from .detector import checksum
+                    crc = checksum(origin)
+                det.local.append(LocalUse(key, tw, a, b, receives, None if receives else origin, crc, rec, call,
+                                          where_))
+
+    def flushed(win, rank):
+        """Flush(rank): what this rank did to rank is complete, remotely and locally."""
+        info = windows[win._w.key]
+        tw = info.world[rank]
+        with det.mutex:
+            clock = det.clock
+            now = clock.tick()
+            me = clock.me
+            recs = det.pend.pop((info.key, tw), None)
+            if recs:
+                for r in recs:
+                    r.done, r.done_call, r.done_actor = now, "Flush", me
+            if det.local:
+                det.complete(info, {tw}, "Flush", remote=False)
+        if rank in info.atomics:
+            atomics_done(info, {tw})
+
+    def track(req, uses, recs, call):
+        out = CheckedRequest.__new__(CheckedRequest)
+        for s in ("_wait", "_test", "_keep", "_done", "_after"):
+            setattr(out, s, getattr(req, s))
+        out._seen = None
+        if uses or recs:
+            def seen():
+                det.complete_request(uses, recs, f"{call}'s request", site(4))
+            out._seen = seen
+        return out
+
+    def sync(win, targets, call, remote=True, local=True, reads_only=False):
+        """This rank's accesses of win to ``targets`` (world ranks; None: all) complete now."""
+        det.acquire()
+        info = info_of(win)
+        det.complete(info, targets, call, remote, local, reads_only, None)
+        if info.atomics:
+            atomics_done(info, targets)
+
+    def atomics_done(info, targets):
+        """Atomics completed at these targets synchronize with the others' there
+        (beyond MPI, which orders nothing by atomics: the spin-lock pattern)."""
+        ranks = [r for r in info.atomics if targets is None or info.world[r] in targets]
+        for r in ranks:
+            info.atomics.discard(r)
+            det.acquire(info.clocks.atomic_read(r))
+
+    def atomic_issue(win, target_rank):
+        """Before an atomic: this rank's clock goes to the target's atomic record."""
+        if target_rank != C.PROC_NULL:
+            det.acquire()
+            info_of(win).clocks.atomic_publish(det.release(), target_rank)
+
+    def guarded(fn):
+        base = getattr(Win, fn.__name__)
+
+        def method(self, *args, **kwargs):
+            if _tls.on:
+                return base(self, *args, **kwargs)
+            _tls.on = True
+            try:
+                return fn(self, base, *args, **kwargs)
+            finally:
+                _tls.on = False
+
+        method.__name__ = fn.__name__
+        method.__doc__ = base.__doc__
+        return method
+
+    class CheckedWin(Win):
+        """hixl_rma.Win with the race detector watching."""
+
+        @classmethod
+        def _new(cls, comm, memory, flavor, disp_unit, info, access=C.ACCESS_READ_WRITE, mem_type=None):
+            if mem_type is None:
+                mem_type = _engine.MEM_HOST
+            self = super()._new(comm, memory, flavor, disp_unit, info, access, mem_type)
+            w = self._w
+            base, size = (w.me.base, w.me.size) if flavor != C.WIN_FLAVOR_DYNAMIC and not w.device else (0, 0)
+            wi = WinInfo(w.key, w.label(), list(w.comm.world_ranks), w.comm.rank, base, size)
+            wi.clocks = ClockWindow(Win, w.comm.comm, det.width, w.comm.rank)
+            wi.locks, wi.start, wi.post, wi.atomics = {}, [], [], set()
+            with det.mutex:
+                det.windows[w.key] = wi
+                if size:
+                    det.ranges.append((base, base + size, wi, det.rank))
+            return self
+
+        # ------------------------------------------------------------ RMA
+
+        def Put(self, origin, target_rank, target=None):
+            """Write origin into the target window (recorded by the race detector)."""
+            _Put(self, origin, target_rank, target)
+            if _tls.on or target_rank == C.PROC_NULL:
+                return
+            if type(origin) is _ndarray and (target is None or type(target) is int) and origin.flags.c_contiguous:
+                fast(self, "Put", origin, target_rank, target, False)
+            else:
+                _tls.on = True
+                try:
+                    rma(self, "Put", origin, target_rank, target)
+                finally:
+                    _tls.on = False
+
+        def Get(self, origin, target_rank, target=None):
+            """Read the target window into origin (recorded by the race detector)."""
+            _Get(self, origin, target_rank, target)
+            if _tls.on or target_rank == C.PROC_NULL:
+                return
+            if type(origin) is _ndarray and (target is None or type(target) is int) and origin.flags.c_contiguous:
+                fast(self, "Get", origin, target_rank, target, True)
+            else:
+                _tls.on = True
+                try:
+                    rma(self, "Get", origin, target_rank, target)
+                finally:
+                    _tls.on = False
+
+        @guarded
+        def Accumulate(self, base, origin, target_rank, target=None, op=MPI.SUM):
+            atomic_issue(self, target_rank)
+            base(self, origin, target_rank, target, op)
+            rma(self, "Accumulate", origin, target_rank, target, _opname(op))
+
+        @guarded
+        def Get_accumulate(self, base, origin, result, target_rank, target=None, op=MPI.SUM):
+            atomic_issue(self, target_rank)
+            base(self, origin, result, target_rank, target, op)
+            rma(self, "Get_accumulate", origin if origin is not None else result, target_rank, target,
+                _opname(op), result)
+
+        @guarded
+        def Fetch_and_op(self, base, origin, result, target_rank, target_disp=0, op=MPI.SUM):
+            atomic_issue(self, target_rank)
+            base(self, origin, result, target_rank, target_disp, op)
+            rma(self, "Fetch_and_op", origin if origin is not None else result, target_rank, target_disp,
+                _opname(op), result)
+
+        @guarded
+        def Compare_and_swap(self, base, origin, compare, result, target_rank, target_disp=0):
+            atomic_issue(self, target_rank)
+            base(self, origin, compare, result, target_rank, target_disp)
+            rma(self, "Compare_and_swap", origin, target_rank, target_disp, "CAS", result, compare)
+
+        @guarded
+        def Rput(self, base, origin, target_rank, target=None):
+            req = base(self, origin, target_rank, target)
+            return track(req, *rma(self, "Rput", origin, target_rank, target), "Rput")
+
+        @guarded
+        def Rget(self, base, origin, target_rank, target=None):
+            req = base(self, origin, target_rank, target)
+            return track(req, *rma(self, "Rget", origin, target_rank, target), "Rget")
+
+        @guarded
+        def Raccumulate(self, base, origin, target_rank, target=None, op=MPI.SUM):
+            atomic_issue(self, target_rank)
+            req = base(self, origin, target_rank, target, op)
+            return track(req, *rma(self, "Raccumulate", origin, target_rank, target, _opname(op)), "Raccumulate")
+
+        @guarded
+        def Rget_accumulate(self, base, origin, result, target_rank, target=None, op=MPI.SUM):
+            atomic_issue(self, target_rank)
+            req = base(self, origin, result, target_rank, target, op)
+            return track(req, *rma(self, "Rget_accumulate", origin if origin is not None else result, target_rank,
+                                   target, _opname(op), result), "Rget_accumulate")
+
+        @guarded
+        def Put_batch(self, base, origin_blocks, target_rank, target_disps, tag=None):
+            if target_rank == C.PROC_NULL:
+                return base(self, origin_blocks, target_rank, target_disps, tag)
+            info, tw, where_ = info_of(self), world(self, target_rank), site(2)
+            t = self._w.targets[target_rank]
+            blocks = _batch_blocks(origin_blocks, target_disps, t.disp_unit)
+            # the notification's clock must be there before the notification is sent
+            at = notified(self, target_rank) if tag is not None else None
+            base(self, origin_blocks, target_rank, target_disps, tag)
+            rec = det.access(info, tw, blocks, "Put_batch", None, None, where_)
+            if at is not None:
+                det.done_at(rec, *at)
+
+        @guarded
+        def Get_batch(self, base, origin_blocks, target_rank, target_disps):
+            base(self, origin_blocks, target_rank, target_disps)
+            if target_rank == C.PROC_NULL:
+                return
+            t = self._w.targets[target_rank]
+            det.access(info_of(self), world(self, target_rank), _batch_blocks(origin_blocks, target_disps,
+                                                                                t.disp_unit), "Get_batch", None,
+                       None, site(2))
+
+        # ------------------------------------------------ synchronization
+
+        @guarded
+        def Fence(self, base, assertion=0):
+            self._w.check_live("Fence")  # a freed window says so, not its clock window
+            sync(self, None, "Fence")
+            cw = info_of(self).clocks
+            cw.fence_out(det.release())
+            base(self, assertion)
+            det.acquire(cw.fence_in())
+
+        @guarded
+        def Lock(self, base, rank, lock_type=MPI.LOCK_EXCLUSIVE, assertion=0):
+            base(self, rank, lock_type, assertion)
+            if rank == C.PROC_NULL:
+                return
+            info = info_of(self)
+            excl = lock_type == MPI.LOCK_EXCLUSIVE
+            info.locks[rank] = None if assertion & MPI.MODE_NOCHECK else excl
+            if info.locks[rank] is None:
+                det.acquire()
+            else:
+                det.acquire(info.clocks.lock_in(rank, excl))
+
+        @guarded
+        def Unlock(self, base, rank):
+            self._w.check_live("Unlock")  # a freed window says so, not its clock window
+            if rank == C.PROC_NULL:
+                return base(self, rank)
+            info = info_of(self)
+            sync(self, {world(self, rank)}, "Unlock")
+            c = det.release()
+            excl = info.locks.pop(rank, None)
+            if excl is not None:
+                info.clocks.unlock_out(c, rank, excl)
+            base(self, rank)
+
+        @guarded
+        def Lock_all(self, base, assertion=0):
+            self._w.check_live("Lock_all")  # a freed window says so, not its clock window
+            base(self, assertion)
+            info = info_of(self)
+            if assertion & MPI.MODE_NOCHECK:
+                info.locks["all"] = None
+                det.acquire()
+                return
+            info.locks["all"] = False
+            det.acquire(*[info.clocks.lock_in(q, False) for q in range(len(info.world))])
+
+        @guarded
+        def Unlock_all(self, base):
+            self._w.check_live("Unlock_all")  # a freed window says so, not its clock window
+            info = info_of(self)
+            sync(self, None, "Unlock_all")
+            c = det.release()
+            if info.locks.pop("all", None) is not None:
+                for q in range(len(info.world)):
+                    info.clocks.unlock_out(c, q, False)
+            base(self)
+
+        def Flush(self, rank):
+            """Remote completion of all RMA to ``rank`` (seen by the race detector)."""
+            _Flush(self, rank)
+            if not _tls.on and rank != C.PROC_NULL:
+                flushed(self, rank)
+
+        @guarded
+        def Flush_all(self, base):
+            base(self)
+            sync(self, None, "Flush_all")
+
+        @guarded
+        def Flush_local(self, base, rank):
+            base(self, rank)
+            if rank != C.PROC_NULL:
+                sync(self, {world(self, rank)}, "Flush_local", remote=False, reads_only=True)
+
+        @guarded
+        def Flush_local_all(self, base):
+            base(self)
+            sync(self, None, "Flush_local_all", remote=False, reads_only=True)
+
+        @guarded
+        def Post(self, base, group, assertion=0):
+            self._w.check_live("Post")  # a freed window says so, not its clock window
+            info = info_of(self)
+            ranks = self._w.comm.group_ranks(group, "Post")
+            info.post = list(ranks)
+            det.acquire()
+            info.clocks.post_out(det.release(), ranks)
+            base(self, group, assertion)
+
+        @guarded
+        def Start(self, base, group, assertion=0):
+            base(self, group, assertion)
+            info = info_of(self)
+            info.start = list(self._w.comm.group_ranks(group, "Start"))
+            det.acquire(*info.clocks.start_in(info.start))
+
+        @guarded
+        def Complete(self, base):
+            self._w.check_live("Complete")  # a freed window says so, not its clock window
+            info = info_of(self)
+            sync(self, None, "Complete")
+            info.clocks.complete_out(det.release(), info.start)
+            base(self)
+
+        @guarded
+        def Wait(self, base):
+            base(self)
+            info = info_of(self)
+            det.acquire(*info.clocks.wait_in(info.post))
+
+        @guarded
+        def Test(self, base):
+            done = base(self)
+            if done:
+                info = info_of(self)
+                det.acquire(*info.clocks.wait_in(info.post))
+            return done
+
+        @guarded
+        def Put_notify(self, base, origin, target_rank, target=None, tag=0):
+            if target_rank == C.PROC_NULL:
+                return base(self, origin, target_rank, target, tag)
+            where_ = site(2)
+            at = notified(self, target_rank)
+            base(self, origin, target_rank, target, tag)
+            for rec in rma(self, "Put_notify", origin, target_rank, target, where_=where_)[1]:
+                det.done_at(rec, *at)
+
+        @guarded
+        def Rput_notify(self, base, origin, target_rank, target=None, tag=0):
+            if target_rank == C.PROC_NULL:
+                return base(self, origin, target_rank, target, tag)
+            where_ = site(2)
+            at = notified(self, target_rank)
+            req = base(self, origin, target_rank, target, tag)
+            for rec in rma(self, "Put_notify", origin, target_rank, target, where_=where_)[1]:
+                det.done_at(rec, *at)
+            return req
+
+        @guarded
+        def Notify(self, base, target_rank, tag=0):
+            if target_rank != C.PROC_NULL:
+                notified(self, target_rank)
+            base(self, target_rank, tag)
+
+        @guarded
+        def Wait_notify(self, base, tag=None, source=None, timeout=None):
+            got = base(self, tag, source, timeout)
+            det.acquire(info_of(self).clocks.notify_in(got[0]))
+            return got
+
+        @guarded
+        def Wait_notify_all(self, base, count, tag=None, source=None, timeout=None):
+            got = base(self, count, tag, source, timeout)
+            cw = info_of(self).clocks
+            det.acquire(*[cw.notify_in(s) for s, _ in got])
+            return got
+
+        @guarded
+        def Test_notify(self, base, tag=None, source=None):
+            got = base(self, tag, source)
+            if got is not None:
+                det.acquire(info_of(self).clocks.notify_in(got[0]))
+            return got
+
+        @guarded
+        def Shared_query(self, base, rank):
+            buf, unit = base(self, rank)
+            if rank != C.PROC_NULL and len(buf):
+                info = info_of(self)
+                lo = buf.address
+                with det.mutex:
+                    span = (lo, lo + len(buf), info, world(self, rank))
+                    if span not in det.ranges:
+                        det.ranges.append(span)
+            return buf, unit
+
+        @guarded
+        def Free(self, base):
+            self._w.check_live("Free")  # a freed window says so, not its clock window
+            info = info_of(self)
+            sync(self, None, "Free")
+            base(self)
+            info.clocks.free()
+            with det.mutex:
+                det.ranges = [r for r in det.ranges if r[2] is not info]
+                det.freed[info.key] = info.label  # its records keep only the name
+                del det.windows[info.key]
+
+    def notified(win, target_rank):
+        """The notification to target_rank orders what this rank did before it;
+        (tick, clock slot) of the event that completed it."""
+        sync(win, {world(win, target_rank)}, "Notify")
+        clock = det.clock
+        at = (clock.now(), clock.me)
+        info_of(win).clocks.notify_out(det.release(), target_rank)
+        return at
+
+    def complete_all(win):
+        """The HIXL face's Fence completed every operation of this rank on win."""
+        sync(win, None, "Fence")
+
+    CheckedWin.complete_all = staticmethod(complete_all)
+    # what errors and reprs call it (type(win).__name__): it is a Win
+    CheckedWin.__name__ = CheckedWin.__qualname__ = Win.__name__
+    return CheckedWin
+
+
+def _batch_blocks(origin_blocks, target_disps, disp_unit):
+    disps = np.asarray(target_disps, np.int64).reshape(-1)
+    lens = []
+    for b in origin_blocks:
+        if isinstance(b, tuple) and len(b) == 2:
+            offs = np.asarray(b[1], np.int64).reshape(-1, 2)
+            lens.extend(int(n) for n in offs[:, 1])
+        else:
+            lens.append(memoryview(b).nbytes)
+    if len(lens) != len(disps):
+        lens = lens[:len(disps)] + [0] * (len(disps) - len(lens))
+    return _merge(zip((disps * disp_unit).tolist(), lens))

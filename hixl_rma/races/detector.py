@@ -1,0 +1,289 @@
+"""The detector's state on one rank: clock, accesses, pending completions,
+the races this rank saw itself, and the end-of-run check.
+
+Where accesses meet: every rank keeps its own records and sends them to
+rank 0 once, at the end of the run (Finalize or interpreter exit), where
+the pairs of every (window, target) are compared. Nothing is exchanged
+while the program runs except the vector clocks the synchronizations
+carry, so an access costs a dictionary update and the check costs one
+gather; the price is that a race is reported at the end, not when it
+happens. Origin-buffer misuse is seen locally, as it happens (it needs no
+other rank's knowledge).
+"""
+import os
+import sys
+import threading
+import zlib
+
+import numpy as np
+
+from .clock import Clock, happens_before
+from .log import Access, Log
+
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_BENCH = os.path.join(_PKG, "bench")
+
+
+def _own(filename):
+    return filename.startswith(_PKG) and not filename.startswith(_BENCH)
+
+
+_OWN = {}  # code object -> whether it is hixl_rma's own
+
+
+def site_of(f):
+    """(code, lineno) of frame f or the innermost frame outside it that is
+    not hixl_rma's own code (the program's line that made the call)."""
+    last = f
+    while f is not None:
+        code = f.f_code
+        own = _OWN.get(code)
+        if own is None:
+            own = _OWN[code] = _own(code.co_filename)
+        if not own:
+            return code, f.f_lineno
+        last = f
+        f = f.f_back
+    return last.f_code, last.f_lineno
+
+
+def site(depth=2):
+    """(code, lineno) of the innermost frame outside hixl_rma's own code."""
+    return site_of(sys._getframe(depth))
+
+
+def where(code_line):
+    code, line = code_line
+    return f"{code.co_filename}:{line}"
+
+
+def checksum(obj):
+    """A checksum of a buffer's bytes: crc32 up to 4 KiB, beyond that the
+    64-bit wrapping sum of its words and its tail (several times faster;
+    a store that changes a word changes it)."""
+    if type(obj) is np.ndarray and obj.nbytes <= 256 and obj.flags.c_contiguous:
+        return zlib.crc32(obj)
+    try:
+        mv = memoryview(obj)
+        if not mv.contiguous:
+            mv = memoryview(np.ascontiguousarray(obj))
+        mv = mv.cast("B")
+    except (TypeError, BufferError, ValueError):
+        return None  # not a buffer we can read: no checksum
+    n = mv.nbytes
+    if n <= 256:
+        return zlib.crc32(mv)
+    words = n // 8
+    return (int(np.frombuffer(mv, np.uint64, words).sum()), zlib.crc32(mv[words * 8:]), n)
+
+
+class LocalUse:
+    """An origin or result buffer in use by an RMA call until local completion."""
+
+    __slots__ = ("win", "target", "lo", "hi", "writes", "obj", "crc", "rec", "req", "call", "site")
+
+    def __init__(self, win, target, lo, hi, writes, obj, crc, rec, call, site_):
+        self.win, self.target, self.lo, self.hi = win, target, lo, hi
+        self.writes, self.obj, self.crc, self.rec = writes, obj, crc, rec
+        self.call, self.site = call, site_
+        self.req = None
+
+
+class WinInfo:
+    """What the detector knows of a window: key, label, its communicator's
+    world ranks, this rank's local memory range, its clock window."""
+
+    def __init__(self, key, label, world_ranks, me, base, size):
+        self.key, self.label, self.world, self.me = key, label, world_ranks, me
+        self.base, self.size = base, size
+        self.clocks = None  # races.sync.ClockWindow
+
+
+class Detector:
+    """One per process. Clocks are per thread: a rank has ``threads`` slots
+    (the main thread is slot 0, others get the next slot when they first
+    touch the detector; beyond the last, threads share it), and an MPI or
+    window synchronization carries the clock of the thread that calls it."""
+
+    def __init__(self, rank, size, keep, keep_going, json_path, out=None, threads=8):
+        self.rank, self.size, self.threads = rank, size, threads
+        self.width = size * threads
+        self._tl = threading.local()
+        self._slots = {}
+        self._main = self._tl.clock = Clock(rank * threads, self.width)
+        self._slots[threading.main_thread().ident] = self._main
+        self.log = Log(keep)
+        self.keep_going, self.json_path = keep_going, json_path
+        self.out = out or sys.stderr
+        self.pend = {}  # (win key, target) -> [Access] not remotely complete
+        self.local = []  # [LocalUse]
+        self.races = []  # races this rank saw itself (dicts, see _race)
+        self._pairs = set()
+        self.windows = {}  # key -> WinInfo of a live window
+        self.freed = {}  # key -> label of a freed one
+        self.ranges = []  # (lo, hi, WinInfo, target world rank) of memory this process can load/store
+        self.mutex = threading.RLock()
+        self.finished = None
+
+    @property
+    def clock(self):
+        """The calling thread's clock."""
+        c = getattr(self._tl, "clock", None)
+        if c is None:
+            c = self._new_thread_clock()
+        return c
+
+    def _new_thread_clock(self):
+        with self.mutex:
+            t = threading.current_thread()
+            slot = min(len(self._slots), self.threads - 1)
+            c = Clock(self.rank * self.threads + slot, self.width)
+            parent = getattr(t, "_race_parent", None)
+            # a thread started before the detector: as if started now by the main thread
+            c.merge(parent if parent is not None else self._main.array())
+            self._slots[t.ident] = c
+            t._race_clock = c
+            self._tl.clock = c
+            return c
+
+    # ----------------------------------------------------------- accesses
+
+    def access(self, win, target, blocks, call, op, dtype, where_, pending=True):
+        """Record an access of ``blocks`` of ``target``'s memory of window ``win``."""
+        with self.mutex:
+            clock = self.clock
+            snap = clock.snap()
+            th = clock.me
+            key = (win.key, target, call, op, dtype, where_[0], where_[1], blocks, th)
+            rec, new = self.log.add(key, snap, lambda: Access(win.key, target, blocks, call, op, dtype,
+                                                              self.rank, snap, where_, th))
+            if not pending:
+                rec.done, rec.done_actor = clock.now(), th
+            elif new:
+                self.pend.setdefault((win.key, target), []).append(rec)
+            return rec
+
+    def done_at(self, rec, tick, actor):
+        """rec completed at an event already past (the notification it rode on)."""
+        with self.mutex:
+            rec.done, rec.done_actor, rec.done_call = tick, actor, "notification"
+            lst = self.pend.get((rec.win, rec.target))
+            if lst and rec in lst:
+                lst.remove(rec)
+
+    def use(self, win, target, lo, hi, writes, obj, rec, call, where_, crc=True):
+        """An origin (``writes`` False) or result buffer at [lo, hi) in use by
+        ``call`` until local completion; a conflict with another use is a race."""
+        with self.mutex:
+            for u in self.local:
+                if u.lo < hi and lo < u.hi and (writes or u.writes):
+                    self._local_race(u, call, where_, writes, "both use the buffer before either completed "
+                                                              "locally")
+            c = checksum(obj) if crc and not writes and obj is not None else None
+            u = LocalUse(win.key, target, lo, hi, writes, obj if c is not None else None, c, rec, call, where_)
+            self.local.append(u)
+            return u
+
+    def touch(self, lo, hi, store, where_, what, exact=True):
+        """A load or store (seen by the line watch) of process memory [lo, hi);
+        not ``exact``: somewhere in it (checked against buffers in use only)."""
+        with self.mutex:
+            for u in self.local:
+                if u.lo < hi and lo < u.hi and (store or u.writes):
+                    self._local_race(u, "store" if store else "load", where_, store,
+                                     f"{what} before {u.call} completed locally")
+            for rlo, rhi, wi, target in (self.ranges if exact else ()):
+                if rlo < hi and lo < rhi:
+                    a, b = max(lo, rlo) - rlo, min(hi, rhi) - rlo
+                    self.access(wi, target, ((a, b),), "store" if store else "load", None, None, where_,
+                                pending=False)
+
+    # ----------------------------------------------------- synchronization
+
+    def acquire(self, *clocks):
+        """Merge clocks received from others, then tick."""
+        with self.mutex:
+            clock = self.clock
+            for c in clocks:
+                clock.merge(c)
+            return clock.tick()
+
+    def release(self):
+        """The clock to send (then tick, so later accesses are not in it)."""
+        with self.mutex:
+            clock = self.clock
+            c = clock.array()
+            clock.tick()
+            return c
+
+    def complete(self, win, targets, call, remote=True, local=True, reads_only=False, where_=None):
+        """Accesses of ``win`` to ``targets`` (None: all) are complete at the
+        current tick: remotely (Flush, Unlock, Fence, Complete), or only
+        locally (Flush_local: origin buffers free, Gets have their data)."""
+        with self.mutex:
+            clock = self.clock
+            now, me = clock.now(), clock.me
+            if remote or reads_only:
+                for (key, t), recs in list(self.pend.items()):
+                    if key != win.key or (targets is not None and t not in targets):
+                        continue
+                    keep = []
+                    for r in recs:
+                        if remote or not r.writes:
+                            r.done, r.done_call, r.done_actor = now, call, me
+                        else:
+                            keep.append(r)
+                    if keep:
+                        self.pend[(key, t)] = keep
+                    else:
+                        del self.pend[(key, t)]
+            if local:
+                self._release_local(lambda u: u.win == win.key and (targets is None or u.target in targets)
+                                    and u.req is None, call, where_)
+
+    def complete_request(self, req_uses, recs, call, where_):
+        """A request's Wait/Test returned true: its buffers are free; a Get's data is there."""
+        with self.mutex:
+            clock = self.clock
+            now = clock.now()
+            for r in recs:
+                if not r.writes and r.done is None:
+                    r.done, r.done_call, r.done_actor = now, call, clock.me
+                    lst = self.pend.get((r.win, r.target))
+                    if lst and r in lst:
+                        lst.remove(r)
+            ids = {id(u) for u in req_uses}
+            self._release_local(lambda u: id(u) in ids, call, where_)
+
+    def _release_local(self, match, call, where_):
+        keep = []
+        for u in self.local:
+            if not match(u):
+                keep.append(u)
+                continue
+            if u.crc is not None and checksum(u.obj) != u.crc:
+                self._local_race(u, "store", where_, True,
+                                 f"the origin buffer of {u.call} changed before {call} completed it locally "
+                                 f"(seen by its checksum; the store is somewhere between the two lines)")
+        self.local = keep
+
+    def _local_race(self, u, call, where_, writes, why):
+        a = {"call": u.call, "rank": self.rank, "where": where(u.site)}
+        b = {"call": call, "rank": self.rank, "where": where(where_ or site(1))}
+        pair = (u.call, a["where"], call, b["where"])
+        if pair in self._pairs:
+            return
+        self._pairs.add(pair)
+        self.races.append({"kind": "race", "scope": "origin buffer", "window": self._label(u.win),
+                           "target": u.target, "bytes": [0, u.hi - u.lo], "address": hex(u.lo), "a": a,
+                           "b": b, "why": why, "seen_by": self.rank})
+
+    def _label(self, key):
+        wi = self.windows.get(key)
+        return wi.label if wi else self.freed.get(key, key)
+
+    # ------------------------------------------------------------- the end
+
+    def plain_records(self):
+        with self.mutex:
+            return [r.plain() for r in self.log.records()]

@@ -1,0 +1,112 @@
+"""What one rank records: its accesses to windows, bounded in memory.
+
+An access is an ``Access`` (target window memory: an RMA call, or a load
+or store of the local window memory seen by the line watch). Accesses of
+one call site (window, target, call, op, datatype, byte ranges, source
+line) within one interval between two synchronizations are one record;
+across intervals a site keeps its first ``KEEP`` and its last ``KEEP``
+records (``HIXL_RMA_RACE_KEEP``), so a loop of a million epochs costs what
+a loop of 2*KEEP does. A race only among the records a site dropped in the
+middle of a long run is missed; README says so.
+"""
+import collections
+
+# call -> (kind, for accumulates whether the op is what decides)
+READS = frozenset(("Get", "Rget", "Get_batch", "load"))
+WRITES = frozenset(("Put", "Rput", "Put_notify", "Put_batch", "store"))
+ACCS = frozenset(("Accumulate", "Raccumulate", "Get_accumulate", "Rget_accumulate", "Fetch_and_op",
+                  "Compare_and_swap"))
+
+
+class Access:
+    """One access to ``blocks`` (byte ranges [lo, hi) of ``target``'s
+    window memory) by ``rank`` (from the thread whose clock slot is
+    ``thread``), issued with clock ``snap``, completed at tick ``done`` of
+    clock slot ``done_actor`` (None while pending)."""
+
+    __slots__ = ("win", "target", "blocks", "call", "op", "dtype", "rank", "snap", "done", "site",
+                 "done_call", "thread", "count", "done_actor")
+
+    def __init__(self, win, target, blocks, call, op, dtype, rank, snap, site, thread):
+        self.win, self.target, self.blocks = win, target, blocks
+        self.call, self.op, self.dtype = call, op, dtype
+        self.rank, self.snap, self.site, self.thread = rank, snap, site, thread
+        self.done = None
+        self.done_actor = thread  # the clock slot of the thread whose event completed it
+        self.done_call = None
+        self.count = 1
+
+    @property
+    def writes(self):
+        if self.call in WRITES:
+            return True
+        if self.call in READS:
+            return False
+        return self.op != "NO_OP"
+
+    @property
+    def atomic(self):
+        return self.call in ACCS
+
+    def plain(self):
+        """A picklable dict (the code object becomes file, line and function)."""
+        code, line = self.site
+        return {"win": self.win, "target": self.target, "blocks": self.blocks, "call": self.call,
+                "op": self.op, "dtype": self.dtype, "rank": self.rank, "snap": self.snap, "done": self.done,
+                "file": code.co_filename, "line": line, "func": code.co_name, "done_call": self.done_call,
+                "thread": self.thread, "count": self.count, "done_actor": self.done_actor}
+
+
+class _Site:
+    __slots__ = ("first", "last", "seen")
+
+    def __init__(self, keep):
+        self.first = []
+        self.last = collections.deque(maxlen=keep)
+        self.seen = 0
+
+
+class Log:
+    """This rank's accesses, by site."""
+
+    def __init__(self, keep):
+        self.keep = keep
+        self.sites = {}
+
+    def add(self, key, snap, make):
+        """The record for ``key`` in this interval: the last one when it is
+        still pending with the same clock snapshot ``snap``, else a new one
+        from ``make()`` (returned, and also whether it is new)."""
+        s = self.sites.get(key)
+        if s is None:
+            s = self.sites[key] = _Site(self.keep)
+        last = s.last[-1] if s.last else (s.first[-1] if s.first else None)
+        if last is not None and last.snap is snap and (last.done is None or last.call in ("load", "store")):
+            last.count += 1
+            return last, False
+        rec = make()
+        s.seen += 1
+        if len(s.first) < self.keep:
+            s.first.append(rec)
+        else:
+            s.last.append(rec)
+        return rec, True
+
+    def put(self, key, rec):
+        """Add a new record (the caller checked it is not the last one again)."""
+        s = self.sites.get(key)
+        if s is None:
+            s = self.sites[key] = _Site(self.keep)
+        s.seen += 1
+        if len(s.first) < self.keep:
+            s.first.append(rec)
+        else:
+            s.last.append(rec)
+
+    def records(self):
+        for s in self.sites.values():
+            yield from s.first
+            yield from s.last
+
+    def dropped(self):
+        return sum(s.seen - len(s.first) - len(s.last) for s in self.sites.values())

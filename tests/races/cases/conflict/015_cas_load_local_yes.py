@@ -1,0 +1,17 @@
+"""RMARaceBench MPIRMA/conflict/015-MPI-conflict-cas-load-local-yes, in Python.
+
+A load of Compare_and_swap's result before the Fence.
+"""
+# race: yes
+# nprocs: 2
+from _rrb import MPI, comm, done, ints, need, np, rank, window  # noqa: F401
+
+need(2)
+win, mem = window()
+value, value2, result, compare = ints(1), ints(2), ints(0), ints(0)
+win.Fence()
+if rank == 0:
+    win.Compare_and_swap(value, compare, result, 1, 0)  # CONFLICT
+    print('result is', result[0])  # CONFLICT
+win.Fence()
+done(win)

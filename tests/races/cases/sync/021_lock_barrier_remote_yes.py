@@ -1,0 +1,21 @@
+"""RMARaceBench MPIRMA/sync/021-MPI-sync-lock-barrier-remote-yes, in Python.
+
+The target loads before the Barrier that follows the Unlock.
+"""
+# race: yes
+# nprocs: 2
+from _rrb import MPI, comm, done, ints, need, np, rank, window  # noqa: F401
+
+need(2)
+win, mem = window()
+value, value2 = ints(1), ints(2)
+
+comm.Barrier()
+if rank == 0:
+    win.Lock(1, MPI.LOCK_SHARED)
+    win.Put(value, 1, 0)  # CONFLICT
+    win.Unlock(1)
+if rank == 1:
+    print('mem[0] is', mem[0])  # CONFLICT
+comm.Barrier()
+done(win)

@@ -1,0 +1,178 @@
+"""The race detector (hixl_rma.races): its activations, its reports, its
+exit status, and the rules of its check.
+
+Single-process tests: the multi-rank programs run under an mpiexec these
+tests start (so they must not run under mpiexec themselves). The
+RMARaceBench cases are scored by scripts/race_score.py (CI runs
+``--check``); two of them run here as a smoke test of the scorer.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from test_examples import _clean_env, _mpiexec
+
+pytestmark = pytest.mark.timeout(240)
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RACY = ROOT / "examples" / "racy_halo.py"
+
+
+def _run(args, n=2, env=None, timeout=120):
+    e = _clean_env()
+    e.pop("HIXL_RMA_CHECK", None)
+    e.update(env or {})
+    return subprocess.run([_mpiexec(), "-n", str(n), sys.executable, *args], cwd=ROOT, env=e,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def _line(path, text):
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def test_check_races_reports_the_racy_example_and_exits_3():
+    p = _run(["-m", "hixl_rma", "--check-races", str(RACY)])
+    out = p.stdout + p.stderr
+    assert p.returncode == 3, out
+    put, load = _line(RACY, "win.Put(cells"), _line(RACY, "left_cell = ghost[0]  # the race")
+    assert "RACE on window" in out and "rank 1's memory, bytes [0, 8)" in out, out
+    assert f"Put by rank 0 at {RACY}:{put}" in out, out
+    assert f"load by rank 1 at {RACY}:{load}" in out, out
+    assert "unordered: rank 0's Put completed at event" in out and "(Fence)" in out, out
+    assert "2 race(s), 0 warning(s)" in out, out  # each rank's ghost cell, each once
+
+
+def test_fixed_example_is_silent():
+    p = _run(["-m", "hixl_rma", "--check-races", str(RACY), "--fixed"])
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "0 race(s), 0 warning(s)" in out and "RACE" not in out, out
+
+
+def test_json_report_keeps_going(tmp_path):
+    report = tmp_path / "races.json"
+    p = _run(["-m", "hixl_rma", "--check-races", "--races-json", str(report), str(RACY)])
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = json.loads(report.read_text())
+    assert rep["races"] == 2 and rep["warnings"] == 0
+    r = rep["reports"][0]
+    assert r["kind"] == "race" and r["scope"] == "target" and r["bytes"] == [0, 8]
+    assert {r["a"]["call"], r["b"]["call"]} == {"Put", "load"}
+    assert {r["a"]["rank"], r["b"]["rank"]} == {0, 1}
+
+
+def test_environment_turns_it_on_for_a_plain_run(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "from mpi4py import MPI\nimport numpy as np\nimport hixl_rma\n"
+        "comm = MPI.COMM_WORLD\nbuf = np.zeros(4, np.int32)\n"
+        "win = hixl_rma.Win.Create(buf, 4, comm=comm)\n"
+        "print('checked' if type(win) is not hixl_rma.Win else 'plain')\n"
+        "win.Fence()\nif comm.rank == 0:\n    win.Put(np.ones(1, np.int32), 1, 0)\n"
+        "if comm.rank == 1:\n    buf[0] = 7\nwin.Fence()\nwin.Free()\n")
+    p = _run([str(prog)], env={"HIXL_RMA_CHECK": "races"})
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert "checked" in out and "store by rank 1 at" in out and "RACE" in out, out
+
+
+def test_off_the_window_is_the_plain_class_and_nothing_is_reported(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(
+        "from mpi4py import MPI\nimport numpy as np\nimport hixl_rma, sys\n"
+        "comm = MPI.COMM_WORLD\nbuf = np.zeros(4, np.int32)\n"
+        "win = MPI.Win.Create(buf, 4, comm=comm)\n"
+        "assert type(win) is hixl_rma.Win, type(win)\n"
+        "assert type(MPI.COMM_WORLD) is MPI.Intracomm, type(MPI.COMM_WORLD)\n"
+        "assert sys.gettrace() is None\n"
+        "win.Fence()\nif comm.rank == 0:\n    win.Put(np.ones(1, np.int32), 1, 0)\n"
+        "if comm.rank == 1:\n    buf[0] = 7\nwin.Fence()\nwin.Free()\nprint('ok')\n")
+    p = _run(["-m", "hixl_rma", str(prog)])
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and out.count("ok") == 2 and "race" not in out, out
+
+
+def test_pytest_plugin_fails_a_racy_session(tmp_path):
+    test = tmp_path / "test_racy.py"
+    test.write_text(
+        "import numpy as np, pytest\nfrom mpi4py import MPI\nimport hixl_rma\n\n"
+        "@pytest.mark.mpi(min_size=2)\ndef test_racy():\n"
+        "    comm = MPI.COMM_WORLD\n    buf = np.zeros(4, np.int32)\n"
+        "    win = hixl_rma.Win.Create(buf, 4, comm=comm)\n    win.Fence()\n"
+        "    if comm.rank == 0:\n        win.Get(np.zeros(1, np.int32), 1, 0)\n"
+        "    if comm.rank == 1:\n        buf[0] = 7\n    win.Fence()\n    win.Free()\n")
+    args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi", "--hixl-races", str(test)]
+    racy = _run(args)
+    out = racy.stdout + racy.stderr
+    assert racy.returncode != 0, out
+    assert "1 passed" in out and "RACE on window" in out and "Get by rank 0" in out, out
+    plain = _run(args[:-2] + [str(test)])
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+
+
+def test_scorer_smoke():
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "race_score.py"), "--jobs", "1", "--check",
+                        "--only", r"conflict/00[12]_"], cwd=ROOT, env=_clean_env(), capture_output=True, text=True,
+                       timeout=200)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out
+    assert "conflict/001_put_load_local_no" in out and " TN " in out and " TP " in out, out
+    assert "all            2    1    1    0    0    0     1.000   1.000    1.000" in out, out
+
+
+# ------------------------------------------------------------ the check's rules
+
+def _rec(call, rank=0, op=None, dtype=None, blocks=((0, 4),), snap=(1, 1), done=None, actor=None):
+    actor = rank * 8 if actor is None else actor
+    return {"call": call, "rank": rank, "op": op, "dtype": dtype, "blocks": blocks, "snap": snap,
+            "done": done, "done_actor": actor, "thread": actor, "file": "f.py", "line": 1, "done_call": None,
+            "win": "w", "target": 1}
+
+
+@pytest.fixture
+def check():
+    from hixl_rma.races import check as c
+    c.THREADS = 8
+    return c
+
+
+def _snap(n=16, **known):
+    s = [0] * n
+    for k, v in known.items():
+        s[int(k[1:])] = v
+    return tuple(s)
+
+
+def test_rules_accumulates(check):
+    a = _rec("Accumulate", 0, "SUM", "<i4", snap=_snap())
+    b = _rec("Accumulate", 2, "SUM", "<i4", snap=_snap())
+    assert not check.conflicting(a, b)                                   # same op, same type: atomic
+    assert check.conflicting(a, dict(b, dtype="<f4"))                    # different basic type
+    assert check.conflicting(a, dict(b, op="MAX"))                       # different op
+    assert not check.conflicting(a, dict(b, call="Get_accumulate", op="NO_OP"))  # same_op_no_op
+    assert check.conflicting(dict(a, blocks=((0, 16),)), dict(b, blocks=((1, 17),)))  # unaligned ints
+
+
+def test_rules_reads_and_order(check):
+    get = _rec("Get", 0, snap=_snap(), done=3, actor=0)
+    assert not check.conflicting(get, _rec("load", 1, snap=_snap()))      # two reads
+    put = _rec("Put", 0, snap=_snap(), done=3, actor=0)
+    load_after = _rec("load", 1, snap=_snap(s0=3), done=5, actor=8)
+    load_before = _rec("load", 1, snap=_snap(s0=2), done=5, actor=8)
+    assert not check.conflicting(put, load_after)                        # the load knew the Put's completion
+    assert check.conflicting(put, load_before)
+    assert check.conflicting(dict(put, done=None), load_after)           # never completed: precedes nothing
+
+
+def test_races_reports_once_with_the_overlap(check):
+    put = _rec("Put", 0, blocks=((0, 8),), snap=_snap(), done=3, actor=0)
+    loads = [_rec("load", 1, blocks=((4, 12),), snap=_snap(), done=5 + i, actor=8) for i in range(3)]
+    out = check.races([put] + loads, {"w": "win"})
+    assert len(out) == 1
+    r = out[0]
+    assert r["bytes"] == [4, 8] and r["window"] == "win" and r["target"] == 1
+    assert r["kind"] == "polling"  # one site's repeated loads racing a write

@@ -7,7 +7,6 @@ RMARaceBench cases are scored by scripts/race_score.py (CI runs
 ``--check``); two of them run here as a smoke test of the scorer.
 """
 import json
-import os
 import pathlib
 import subprocess
 import sys

@@ -144,7 +144,7 @@ def make_class(Win, det):
         return uses, [rec]
 
     _Put, _Get, _Flush = Win.Put, Win.Get, Win.Flush
-    windows, log_sites, keep = det.windows, det.log.sites, det.log.keep
+    windows, log_sites = det.windows, det.log.sites
 
     def fast(win, call, origin, target_rank, target, receives):
         """Put/Get of a contiguous ndarray at an int displacement: record inline."""

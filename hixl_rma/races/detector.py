@@ -17,7 +17,7 @@ import zlib
 
 import numpy as np
 
-from .clock import Clock, happens_before
+from .clock import Clock
 from .log import Access, Log
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -12,6 +12,7 @@ win.Fence()
 if rank == 0:
     win.Accumulate(np.array([1, 1, 1, 1], np.int32), 1, (0, 4, MPI.INT), MPI.SUM)  # CONFLICT
 if rank == 2:
-    win.Accumulate(np.array([1, 2, 3, 4], np.float32), 1, (0, 1, MPI.FLOAT.Create_contiguous(4).Commit()), MPI.SUM)  # CONFLICT
+    four = MPI.FLOAT.Create_contiguous(4).Commit()
+    win.Accumulate(np.array([1, 2, 3, 4], np.float32), 1, (0, 1, four), MPI.SUM)  # CONFLICT
 win.Fence()
 done(win)

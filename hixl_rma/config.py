@@ -100,16 +100,21 @@ def shared_fence():
     return _get("HIXL_RMA_SHARED_FENCE") != "0"
 
 
-def notify_batch():
-    """``HIXL_RMA_NOTIFY_BATCH`` as a positive int (ParamError otherwise)."""
-    value = _get("HIXL_RMA_NOTIFY_BATCH")
+def _positive_int(name):
+    """Setting ``name`` as a positive int (ParamError naming it otherwise)."""
+    value = _get(name)
     try:
         n = int(value)
     except ValueError:
         n = 0
     if n <= 0:
-        raise ParamError(f"HIXL_RMA_NOTIFY_BATCH must be a positive integer, got {value!r}")
+        raise ParamError(f"{name} must be a positive integer, got {value!r}")
     return n
+
+
+def notify_batch():
+    """``HIXL_RMA_NOTIFY_BATCH`` as a positive int (ParamError otherwise)."""
+    return _positive_int("HIXL_RMA_NOTIFY_BATCH")
 
 
 def check_races():
@@ -119,14 +124,7 @@ def check_races():
 
 def race_keep():
     """``HIXL_RMA_RACE_KEEP`` as a positive int (ParamError otherwise)."""
-    value = _get("HIXL_RMA_RACE_KEEP")
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n <= 0:
-        raise ParamError(f"HIXL_RMA_RACE_KEEP must be a positive integer, got {value!r}")
-    return n
+    return _positive_int("HIXL_RMA_RACE_KEEP")
 
 
 def race_json():

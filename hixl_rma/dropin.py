@@ -104,10 +104,14 @@ def _replace(MPI):
         setattr(MPI, name, value)
 
 
-class _ReplaceOnImport(importlib.abc.MetaPathFinder):
-    """Finds ``mpi4py.MPI`` as the import system would, and makes the
-    replacement once its module has run (so MPI is initialized, or not, as
-    the program's ``mpi4py.rc`` says)."""
+class OnMPIImport(importlib.abc.MetaPathFinder):
+    """Finds ``mpi4py.MPI`` as the import system would, and runs
+    ``after(module)`` once its module has run (so MPI is initialized, or
+    not, as the program's ``mpi4py.rc`` says): the drop-in's replacement,
+    the race detector's start."""
+
+    def __init__(self, after):
+        self.after = after
 
     def find_spec(self, name, path=None, target=None):
         if name != "mpi4py.MPI":
@@ -115,7 +119,7 @@ class _ReplaceOnImport(importlib.abc.MetaPathFinder):
         sys.meta_path.remove(self)
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.loader is not None:
-            spec.loader = _Then(spec.loader, _replace)
+            spec.loader = _Then(spec.loader, self.after)
         return spec
 
 
@@ -133,7 +137,7 @@ class _Then(importlib.abc.Loader):
         self.after(module)
 
 
-_hook = _ReplaceOnImport()
+_hook = OnMPIImport(_replace)
 
 
 def uninstall():

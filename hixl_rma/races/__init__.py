@@ -10,8 +10,6 @@ looks at the program's own lines (``lines.py``), and at the end every
 rank's accesses meet at rank 0 (``check.py``), which prints each race
 once; the job then exits non-zero unless told to keep going.
 """
-import importlib.abc
-import importlib.util
 import os
 import sys
 import threading
@@ -62,25 +60,14 @@ def enable(keep_going=None, json_path=None, at_exit=True):
     configure(keep_going, json_path)
     if "mpi4py.MPI" in sys.modules:
         _start(sys.modules["mpi4py.MPI"], at_exit)
-    elif not any(isinstance(f, _OnImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _OnImport(lambda MPI: _start(MPI, at_exit)))
+    elif _hook[0] is None or _hook[0] not in sys.meta_path:
+        from ..dropin import OnMPIImport
+
+        _hook[0] = OnMPIImport(lambda MPI: _start(MPI, at_exit))
+        sys.meta_path.insert(0, _hook[0])
 
 
-class _OnImport(importlib.abc.MetaPathFinder):
-    """Runs ``after(module)`` once ``mpi4py.MPI`` is imported (and MPI initialized)."""
-
-    def __init__(self, after):
-        self.after = after
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "mpi4py.MPI":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            from ..dropin import _Then
-            spec.loader = _Then(spec.loader, self.after)
-        return spec
+_hook = [None]  # the finder that starts the detector when mpi4py.MPI is imported, while it waits
 
 
 def _start(MPI, at_exit):

@@ -276,33 +276,28 @@ def make_class(Win, det):
 
         # ------------------------------------------------------------ RMA
 
-        def Put(self, origin, target_rank, target=None):
-            """Write origin into the target window (recorded by the race detector)."""
-            _Put(self, origin, target_rank, target)
+        def _moved(self, call, origin, target_rank, target, receives):
+            """Record a Put or Get the base class has just made."""
             if _tls.on or target_rank == C.PROC_NULL:
                 return
             if type(origin) is _ndarray and (target is None or type(target) is int) and origin.flags.c_contiguous:
-                fast(self, "Put", origin, target_rank, target, False)
+                fast(self, call, origin, target_rank, target, receives)
             else:
                 _tls.on = True
                 try:
-                    rma(self, "Put", origin, target_rank, target)
+                    rma(self, call, origin, target_rank, target)
                 finally:
                     _tls.on = False
+
+        def Put(self, origin, target_rank, target=None):
+            """Write origin into the target window (recorded by the race detector)."""
+            _Put(self, origin, target_rank, target)
+            self._moved("Put", origin, target_rank, target, False)
 
         def Get(self, origin, target_rank, target=None):
             """Read the target window into origin (recorded by the race detector)."""
             _Get(self, origin, target_rank, target)
-            if _tls.on or target_rank == C.PROC_NULL:
-                return
-            if type(origin) is _ndarray and (target is None or type(target) is int) and origin.flags.c_contiguous:
-                fast(self, "Get", origin, target_rank, target, True)
-            else:
-                _tls.on = True
-                try:
-                    rma(self, "Get", origin, target_rank, target)
-                finally:
-                    _tls.on = False
+            self._moved("Get", origin, target_rank, target, True)
 
         @guarded
         def Accumulate(self, base, origin, target_rank, target=None, op=MPI.SUM):

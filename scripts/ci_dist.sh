@@ -101,6 +101,16 @@ new_venv() {  # new_venv NAME PYTHON
   "$2" -m venv "$v"
 }
 
+# mpiexec of venv $1, as its MPI wants it: Open MPI's for more ranks than
+# cores, and as root only when told (sets the array launcher)
+mpi_launcher() {
+  launcher=(mpiexec)
+  if in_venv "$1" mpiexec --version 2>&1 | grep -qi "open mpi\|open-mpi\|openrte\|prrte"; then
+    launcher+=(--oversubscribe)
+    [ "$(id -u)" = 0 ] && launcher+=(--allow-run-as-root)
+  fi
+}
+
 cmd=${1:-}; shift || true
 case $cmd in
   build)
@@ -133,7 +143,8 @@ case $cmd in
     check_import "$name"
     log=$DIST_WORK/run-$name/demo.log
     rc=0
-    in_venv "$name" mpiexec -n 2 python kv_cache_transfer.py --compare mpi 2>&1 | tee "$log" || rc=$?
+    mpi_launcher "$name"
+    in_venv "$name" "${launcher[@]}" -n 2 python kv_cache_transfer.py --compare mpi 2>&1 | tee "$log" || rc=$?
     [ "$rc" -eq 0 ] || die "the demo exited $rc"
     [ "$(grep -c "verification: PASSED" "$log")" -eq 2 ] || die "the demo did not report two verified runs"
     ;;
@@ -144,12 +155,7 @@ case $cmd in
     cp -r "$REPO/tests/mpi" "$tests/mpi"
     # the repository's pytest settings (pyproject.toml) that the suite needs
     printf '[pytest]\ntimeout = 120\nmarkers =\n    slow: long-running checks\n' > "$tests/pytest.ini"
-    launcher=(mpiexec)
-    if in_venv "$name" mpiexec --version 2>&1 | grep -qi "open mpi\|open-mpi\|openrte\|prrte"; then
-      # Open MPI: more ranks than cores, and as root only when told
-      launcher+=(--oversubscribe)
-      [ "$(id -u)" = 0 ] && launcher+=(--allow-run-as-root)
-    fi
+    mpi_launcher "$name"
     export RUN_IN=$tests
     check_import "$name"
     in_venv "$name" python -c "from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])"

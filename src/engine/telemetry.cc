@@ -45,7 +45,8 @@ void Histogram::Fill(ext::TelemetryHistogram &out) const {
   out.sum_ns = sum_ns_.load(kRelaxed);
 }
 
-void Telemetry::Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_t bytes, int64_t t0, int64_t t1) {
+void Telemetry::Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_t bytes, int64_t t0, int64_t t1,
+                       bool complete) {
   post_.Record(t1 - t0);
   for (PeerCounters *c : {&total_, peer}) {
     if (c == nullptr) continue;
@@ -61,7 +62,11 @@ void Telemetry::Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_
   }
   // Only the first post since the last flush starts the completion time (a
   // race between two posting threads keeps one of their starts: either will do).
-  if (peer != nullptr && peer->first_post_ns.load(kRelaxed) == 0) peer->first_post_ns.store(t0, kRelaxed);
+  if (complete) {
+    if (peer == nullptr || peer->first_post_ns.load(kRelaxed) == 0) completion_.Record(t1 - t0);
+  } else if (peer != nullptr && peer->first_post_ns.load(kRelaxed) == 0) {
+    peer->first_post_ns.store(t0, kRelaxed);
+  }
 }
 
 void Telemetry::Completed(PeerCounters *peer, int64_t t1) {

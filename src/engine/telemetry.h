@@ -51,8 +51,11 @@ class Telemetry {
   /** @brief Written once by Initialize, before any data call; read without synchronisation after. */
   bool on() const { return on_; }
 
-  /** @brief A posting call: its blocks and bytes, its post time; `t0` starts the peer's completion time. */
-  void Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_t bytes, int64_t t0, int64_t t1);
+  /** @brief A posting call: its blocks and bytes, its post time; `t0` starts the peer's completion time,
+   *         unless `complete` (every block complete at the target when it returned: its completion time
+   *         is its post time). */
+  void Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_t bytes, int64_t t0, int64_t t1,
+              bool complete = false);
   /** @brief A flush (or a synchronous transfer) completed what was posted to `peer` at `t1`. */
   void Completed(PeerCounters *peer, int64_t t1);
   /** @brief A completion measured directly (TransferSync, a TransferAsync request). */

@@ -26,17 +26,20 @@ Status CountedConnect(HixlImpl &impl, Status st) {
   return Counted(impl, st);
 }
 
-/** A posting call while telemetry is on: its post time, blocks and bytes. */
+/** A posting call while telemetry is on: its blocks and bytes, and its post time when timed (a window's
+ *  posts, `sampled`, one in kTimedEvery per peer). */
 template <class Post>
 Status Posting(HixlImpl &impl, engine::PeerCounters *peer, TransferOp op, const TransferOpDesc *descs, size_t n,
-               Post &&post, int64_t *t0_out = nullptr, int64_t *t1_out = nullptr, const bool *in_flight = nullptr) {
-  const int64_t t0 = engine::NowNs();
+               Post &&post, int64_t *t0_out = nullptr, int64_t *t1_out = nullptr, const bool *in_flight = nullptr,
+               bool sampled = false) {
+  const bool timed = !sampled || peer == nullptr || peer->Sample();
+  const int64_t t0 = timed ? engine::NowNs() : 0;
   const Status st = post();
-  const int64_t t1 = engine::NowNs();
+  const int64_t t1 = timed ? engine::NowNs() : 0;
   if (st != SUCCESS) return Counted(impl, st, peer);
   uint64_t bytes = 0;
   for (size_t i = 0; i < n; ++i) bytes += descs[i].len;
-  impl.telemetry().Posted(peer, op, n, bytes, t0, t1, in_flight != nullptr && !*in_flight);
+  impl.telemetry().Posted(peer, op, n, bytes, t0, t1, in_flight != nullptr && !*in_flight, timed);
   if (t0_out != nullptr) *t0_out = t0;
   if (t1_out != nullptr) *t1_out = t1;
   return st;
@@ -192,7 +195,8 @@ Status TransferPost(Hixl &e, const AscendString &remote, TransferOp operation,
   auto call = [&] { return impl.TransferPost(name, operation, op_descs, local_type, detach); };
   if (!impl.telemetry().on()) return Counted(impl, call());
   engine::PeerPtr hold;
-  return Posting(impl, impl.PeerCountersOf(name, hold), operation, op_descs.data(), op_descs.size(), call);
+  return Posting(impl, impl.PeerCountersOf(name, hold), operation, op_descs.data(), op_descs.size(), call, nullptr,
+                 nullptr, nullptr, true);
 }
 
 Status PostNotify(Hixl &e, const AscendString &remote, const NotifyDesc &notify, int32_t timeout_in_millis,
@@ -237,7 +241,7 @@ Status PostTo(Hixl &e, PeerRef *peer, TransferOp operation, const TransferOpDesc
     return impl.PostTo(peer->peer, operation, engine::DescSpan(op_descs, count), local_type, detach, in_flight);
   };
   if (!impl.telemetry().on()) return Counted(impl, call(), counters);
-  return Posting(impl, counters, operation, op_descs, count, call, nullptr, nullptr, &in_flight);
+  return Posting(impl, counters, operation, op_descs, count, call, nullptr, nullptr, &in_flight, true);
 }
 
 Status FlushPeer(Hixl &e, PeerRef *peer, int32_t timeout_in_millis) {

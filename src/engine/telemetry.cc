@@ -46,8 +46,7 @@ void Histogram::Fill(ext::TelemetryHistogram &out) const {
 }
 
 void Telemetry::Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_t bytes, int64_t t0, int64_t t1,
-                       bool complete) {
-  post_.Record(t1 - t0);
+                       bool complete, bool timed) {
   for (PeerCounters *c : {&total_, peer}) {
     if (c == nullptr) continue;
     if (op == WRITE) {
@@ -60,8 +59,10 @@ void Telemetry::Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_
       Add(c->read_requests, 1);
     }
   }
-  // Only the first post since the last flush starts the completion time (a
-  // race between two posting threads keeps one of their starts: either will do).
+  if (!timed) return;
+  post_.Record(t1 - t0);
+  // Only the first timed post since the last flush starts the completion time
+  // (a race between two posting threads keeps one of their starts: either will do).
   if (complete) {
     if (peer == nullptr || peer->first_post_ns.load(kRelaxed) == 0) completion_.Record(t1 - t0);
   } else if (peer != nullptr && peer->first_post_ns.load(kRelaxed) == 0) {
@@ -70,7 +71,7 @@ void Telemetry::Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_
 }
 
 void Telemetry::Completed(PeerCounters *peer, int64_t t1) {
-  if (peer == nullptr) return;
+  if (peer == nullptr || peer->first_post_ns.load(kRelaxed) == 0) return;
   const int64_t t0 = peer->first_post_ns.exchange(0, kRelaxed);
   if (t0 != 0) completion_.Record(t1 - t0);
 }

@@ -4,7 +4,11 @@
 // around the public calls, and only when option Telemetry is on: when off,
 // the data calls pay one test of a bool that never changes -- no clock
 // read, no lock, no allocation. Connections and errors are counted always
-// (they are never on a hot path).
+// (they are never on a hot path). While on, every call is counted, but the
+// window's posting calls (PostTo, TransferPost) are timed one in
+// kTimedEvery per peer: two clock reads would cost the smallest Put a
+// noticeable part of its time. Synchronous and TransferAsync transfers are
+// timed every time.
 #ifndef HIXL_ENGINE_TELEMETRY_H
 #define HIXL_ENGINE_TELEMETRY_H
 
@@ -20,6 +24,9 @@
 namespace hixl {
 namespace engine {
 
+/** @brief Of a peer's posting calls, the first and then one in this many are timed. */
+constexpr uint32_t kTimedEvery = 16;
+
 /** @brief Counters of one direction set, per peer and per engine (relaxed: read only by snapshots). */
 struct PeerCounters {
   std::atomic<uint64_t> write_bytes{0}, read_bytes{0}, write_ops{0}, read_ops{0}, write_requests{0},
@@ -27,6 +34,16 @@ struct PeerCounters {
   /// CLOCK_MONOTONIC ns of the first post since the last completed flush (0: none): the start of the
   /// completion time the next flush records.
   std::atomic<int64_t> first_post_ns{0};
+  /// Posting calls seen, for the sampling of their times (load and store, not an atomic add: a lost
+  /// tick between two threads only moves the sample).
+  std::atomic<uint32_t> tick{0};
+
+  /** @brief Whether this posting call is to be timed. */
+  bool Sample() {
+    const uint32_t k = tick.load(std::memory_order_relaxed);
+    tick.store(k + 1, std::memory_order_relaxed);
+    return k % kTimedEvery == 0;
+  }
 
   void Fill(ext::TelemetryCounters &out) const;
 };
@@ -55,7 +72,7 @@ class Telemetry {
    *         unless `complete` (every block complete at the target when it returned: its completion time
    *         is its post time). */
   void Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_t bytes, int64_t t0, int64_t t1,
-              bool complete = false);
+              bool complete = false, bool timed = true);
   /** @brief A flush (or a synchronous transfer) completed what was posted to `peer` at `t1`. */
   void Completed(PeerCounters *peer, int64_t t1);
   /** @brief A completion measured directly (TransferSync, a TransferAsync request). */

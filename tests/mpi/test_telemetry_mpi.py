@@ -57,7 +57,8 @@ def test_scraped_counts_match_what_moved(comm, rank, size):
         assert got[("agent_tx_requests_num_total", r)] == WRITES
         assert got[("agent_rx_requests_num_total", r)] == READS
         assert got[("hixl_rma_notifies_sent_total", r)] == NOTIFIES
-        assert got[("agent_xfer_post_time_us_count", r)] == WRITES + READS
+        # timed: one in 16 of a peer's posts (the first), every synchronous transfer
+        assert got[("agent_xfer_post_time_us_count", r)] == (WRITES + 15) // 16 + READS
         assert got[("hixl_rma_connections_total", f'kind="made",{r}')] == 1
         peer = f'peer="{eng.address}",{r}'  # the previous rank's one peer is this rank's engine
         assert got[("hixl_rma_peer_tx_bytes_total", peer)] == WRITES * WRITE_BLOCK

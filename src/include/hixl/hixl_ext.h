@@ -121,7 +121,7 @@ struct PeerTelemetry {
 struct Telemetry {
   bool enabled;  ///< option Telemetry: counters, histograms and peers are recorded only while on
   TelemetryCounters total;
-  TelemetryHistogram post_time;        ///< time of each posting call
+  TelemetryHistogram post_time;        ///< time of a posting call (PostTo and TransferPost: one in 16 per peer)
   TelemetryHistogram completion_time;  ///< first post after a flush until the flush's end; a synchronous
                                        ///< transfer; a TransferAsync request until reported complete
   uint64_t connects, connect_failures;  ///< outgoing connection attempts (always counted)

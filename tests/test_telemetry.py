@@ -1,6 +1,7 @@
 """Telemetry in one process: HIXL_RMA_TELEMETRY's parsing, the engine's
 counts against what a test moved, and Init's refusals (a malformed value, a
 port in use) with nothing left running."""
+import json
 import os
 import socket
 import sys
@@ -163,3 +164,49 @@ def test_control_run_starts_the_engine(tmp_path):
     out = _init_with(tmp_path, "prometheus:127.0.0.1:0")
     assert "STARTED" in out and "ENGINE_THREADS []" not in out and "EXPORTER None" not in out, out
     assert "INIT True" in out, out
+
+
+JOB = textwrap.dedent("""
+    import json, sys, urllib.request
+    import numpy as np
+    import hixl_rma as hixl
+    from hixl_rma import telemetry
+
+    hixl.Init()
+    rank, size = hixl.GetRank(), hixl.GetSize()
+    h = hixl.RegisterMemory(np.zeros(1024, np.uint8))
+    for i in range(rank + 3):  # rank r writes r + 3 blocks of 32 B to the next rank
+        hixl.Put(np.full(32, i, np.uint8), (rank + 1) % size, 32 * i, h)
+    hixl.Fence()
+    base = int(sys.argv[1])
+    assert telemetry.address()[1] == base + rank, telemetry.address()
+    seen = {}
+    for r in range(size):  # every rank's endpoint, at PORT + its rank, while the job runs
+        with urllib.request.urlopen(f"http://127.0.0.1:{base + r}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        line = next(l for l in text.splitlines() if l.startswith("agent_tx_bytes_total{"))
+        seen[r] = line
+    print("SEEN", rank, json.dumps(seen))
+    hixl.Fence()
+    hixl.DeregisterMemory(h)
+    hixl.Finalize()
+""")
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_job_serves_each_rank_on_port_plus_rank(tmp_path, ranks):
+    with socket.socket() as s:  # a base port with its neighbours free (the kernel's pick, then let go)
+        s.bind(("127.0.0.1", 0))
+        base = s.getsockname()[1]
+    base = min(base, 65535 - ranks)
+    prog = tmp_path / "job.py"
+    prog.write_text(JOB)
+    env = dict(os.environ, HIXL_RMA_TELEMETRY=f"prometheus:127.0.0.1:{base}")
+    rc, out = procutil.run(["mpiexec", "-n", str(ranks), sys.executable, str(prog), str(base)], env, 60)
+    assert rc == 0, out
+    lines = [line for line in out.splitlines() if line.startswith("SEEN")]
+    assert len(lines) == ranks, out
+    for line in lines:
+        seen = json.loads(line.split(" ", 2)[2])
+        for r in range(ranks):
+            assert seen[str(r)] == f'agent_tx_bytes_total{{rank="{r}"}} {float(32 * (r + 3))}', out

@@ -186,7 +186,8 @@ JOB = textwrap.dedent("""
             text = resp.read().decode()
         line = next(l for l in text.splitlines() if l.startswith("agent_tx_bytes_total{"))
         seen[r] = line
-    print("SEEN", rank, json.dumps(seen))
+    with open(f"{sys.argv[2]}/seen.{rank}", "w") as f:  # a file each: ranks' stdout lines can interleave
+        json.dump(seen, f)
     hixl.Fence()
     hixl.DeregisterMemory(h)
     hixl.Finalize()
@@ -202,11 +203,12 @@ def test_job_serves_each_rank_on_port_plus_rank(tmp_path, ranks):
     prog = tmp_path / "job.py"
     prog.write_text(JOB)
     env = dict(os.environ, HIXL_RMA_TELEMETRY=f"prometheus:127.0.0.1:{base}")
-    rc, out = procutil.run(["mpiexec", "-n", str(ranks), sys.executable, str(prog), str(base)], env, 60)
+    rc, out = procutil.run(["mpiexec", "-n", str(ranks), sys.executable, str(prog), str(base), str(tmp_path)],
+                           env, 60)
     assert rc == 0, out
-    lines = [line for line in out.splitlines() if line.startswith("SEEN")]
-    assert len(lines) == ranks, out
-    for line in lines:
-        seen = json.loads(line.split(" ", 2)[2])
+    files = sorted(tmp_path.glob("seen.*"))
+    assert [f.name for f in files] == [f"seen.{r}" for r in range(ranks)], out
+    for f in files:
+        seen = json.loads(f.read_text())
         for r in range(ranks):
             assert seen[str(r)] == f'agent_tx_bytes_total{{rank="{r}"}} {float(32 * (r + 3))}', out

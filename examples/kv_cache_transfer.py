@@ -42,7 +42,8 @@ def parse(argv):
     p.add_argument("--block-kib", type=int, default=None, help="bytes of a block in KiB (default 64; seed: 256)")
     p.add_argument("--mode", choices=("put", "get"), default="put")
     p.add_argument("--compare", choices=("mpi", "nixl"), default=None,
-                   help="mpi: mpi4py's MPI.Win beside hixl_rma; nixl: NVIDIA NIXL on its UCX backend and on HIXL_RMA (when installed)")
+                   help="mpi: mpi4py's MPI.Win beside hixl_rma; "
+                        "nixl: NVIDIA NIXL on its UCX backend and on HIXL_RMA (when installed)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--notify", choices=("per-layer", "per-block"), default="per-layer",
                    help="per-block: a Put_notify per block (hixl_rma, put), run without and with "

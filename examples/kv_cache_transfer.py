@@ -42,7 +42,8 @@ def parse(argv):
     p.add_argument("--block-kib", type=int, default=None, help="bytes of a block in KiB (default 64; seed: 256)")
     p.add_argument("--mode", choices=("put", "get"), default="put")
     p.add_argument("--compare", choices=("mpi", "nixl"), default=None,
-                   help="mpi: mpi4py's MPI.Win beside hixl_rma; nixl: NVIDIA NIXL (when installed)")
+                   help="mpi: mpi4py's MPI.Win beside hixl_rma; "
+                        "nixl: NVIDIA NIXL on its UCX backend and on HIXL_RMA (when installed)")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--notify", choices=("per-layer", "per-block"), default="per-layer",
                    help="per-block: a Put_notify per block (hixl_rma, put), run without and with "
@@ -352,28 +353,37 @@ def _runs(args):
     if args.preset == "seed":
         return [("hixl_rma", "put", run_hixl, {}), ("hixl_rma", "get", run_hixl, {}),
                 ("mpi4py", "send", run_sendrecv, {}), ("mpi4py", "put", run_mpi, {}),
-                ("nixl", "put", run_nixl, {}), ("nixl", "get", run_nixl, {})]
+                *_nixl_runs(("put", "get"))]
     if args.notify == "per-block":
         # The same per-block notifications sent one by one, then one message per layer.
         return [("hixl_rma", "put", run_hixl, {"notify_batch": 1}),
                 ("hixl_rma", "put", run_hixl, {"notify_batch": 2 * args.blocks})]
-    beside = {"mpi": [("mpi4py", args.mode, run_mpi, {})], "nixl": [("nixl", args.mode, run_nixl, {})]}
+    beside = {"mpi": [("mpi4py", args.mode, run_mpi, {})], "nixl": _nixl_runs((args.mode,))}
     return [("hixl_rma", args.mode, run_hixl, {})] + beside.get(args.compare, [])
 
 
+# NIXL on its own UCX backend and on HIXL_RMA (hixl_rma's engine as a NIXL
+# plugin): the same script, only the backend differs.
+NIXL_BACKENDS = ("UCX", "HIXL_RMA")
+
+
+def _nixl_runs(modes):
+    return [(f"nixl/{b}", mode, run_nixl, {"backend": b}) for mode in modes for b in NIXL_BACKENDS]
+
+
 def run_nixl(args, lay, comm, peer, prefill, sums):
-    """The same transfer over NVIDIA NIXL (kv_nixl.py: its UCX backend, DRAM)."""
+    """The same transfer over NVIDIA NIXL (kv_nixl.py: backend args.backend, DRAM)."""
     import kv_nixl
     return kv_nixl.run_nixl(args, lay, comm, peer, prefill, sums)
 
 
-def nixl_missing(comm):
-    """Why NIXL cannot run here (the same answer on every rank of comm), or None."""
+def nixl_missing(comm, backend):
+    """Why NIXL on `backend` cannot run here (the same answer on every rank of comm), or None."""
     try:
         import kv_nixl
     except ImportError as exc:
         return f"examples/kv_nixl.py cannot be imported: {exc}"
-    ok, why = kv_nixl.available(comm)
+    ok, why = kv_nixl.available(comm, backend)
     return None if ok else why
 
 
@@ -410,12 +420,14 @@ def main(argv=None):
         # Decode checks each layer on arrival against prefill's checksums.
         sums = sub.bcast([checksum(lay.layer(i)) for i in range(lay.layers)] if prefill else None, root=0)
         runs = _runs(args)
-        if any(name == "nixl" for name, *_ in runs):
-            why = nixl_missing(sub)
-            if why is not None:
-                runs = [r for r in runs if r[0] != "nixl"]
-                if not prefill:
-                    print(f"     nixl  skipped: {why}", flush=True)
+        for backend in NIXL_BACKENDS:
+            name = f"nixl/{backend}"
+            if any(r[0] == name for r in runs):
+                why = nixl_missing(sub, backend)
+                if why is not None:
+                    runs = [r for r in runs if r[0] != name]
+                    if not prefill:
+                        print(f"{name:>9}  skipped: {why}", flush=True)
         for name, mode, fn, extra in runs:
             run_args = argparse.Namespace(**{**vars(args), "mode": mode, **extra})
             arrivals, ok, cpu = fn(run_args, lay, sub, peer, prefill, sums)

@@ -1,15 +1,18 @@
 """NVIDIA NIXL as a peer implementation of the KV-cache demo (kv_cache_transfer.py).
 
 ``run_nixl`` moves the same paged KV cache as ``run_hixl``, layer by layer, with
-NIXL's Python API on its UCX backend over DRAM (numpy arrays): in put mode
+NIXL's Python API over DRAM (numpy arrays), on one NIXL backend per run
+(``args.backend``: NIXL's own ``UCX``, or ``HIXL_RMA``, hixl_rma's engine as a
+NIXL plugin, see hixl_rma.nixl): in put mode
 prefill WRITEs each layer's blocks to decode's cache slots in one transfer
 request that carries the layer's notification; in get mode prefill fills its
 registered cache layer, notifies decode, and decode READs the layer in one
 request. Descriptor lists are prepared once before the timed part, one
 transfer request is made per layer inside it.
 
-``available(comm=None)`` says whether NIXL can be used here, ``(True, "")`` or
-``(False, reason)``; given a communicator, every rank gets the same answer.
+``available(comm=None, backend="UCX")`` says whether NIXL with that backend
+can be used here, ``(True, "")`` or ``(False, reason)``; given a
+communicator, every rank gets the same answer.
 
 Install, beside libucx-cu12:
     pip install --no-deps nixl-cu12 nixl
@@ -20,8 +23,8 @@ itself.
 
 Use, from the demo beside run_hixl (every rank of the 2-rank communicator):
     import kv_nixl
-    ok, why = kv_nixl.available(comm)  # collective: the same answer on each rank
-    if ok:
+    ok, why = kv_nixl.available(comm, "HIXL_RMA")  # collective: the same answer on each rank
+    if ok:  # args.backend == "HIXL_RMA"
         arrivals, ok, cpu = kv_nixl.run_nixl(args, lay, comm, peer, prefill, sums)
 then, e.g., mpiexec -n 2 python examples/kv_cache_transfer.py --preset seed
 """
@@ -35,7 +38,8 @@ import time
 import numpy as np
 
 _api = None       # NIXL's _api module once imported
-_probed = None    # this process's (ok, reason)
+BACKENDS = ("UCX", "HIXL_RMA")  # NIXL's own, then hixl_rma's plugin
+_probed = {}      # this process's (ok, reason) per backend
 _runs = 0         # agents made by this process: each run gets a fresh name
 _clash = None     # why NIXL's UCX cannot be its own here ("" when it can), once looked at
 
@@ -94,12 +98,31 @@ def _own_ucx(api):
     return None
 
 
+_plugin_why = None  # why HIXL_RMA's plugin folder could not be set up ("" when it was)
+
+
+def _prepare_plugins():
+    """Point NIXL at a plugin folder holding both its UCX plugin and
+    HIXL_RMA's, before the first agent (NIXL reads NIXL_PLUGIN_DIR then, once);
+    without hixl_rma's plugin, NIXL keeps its own folder and only UCX runs."""
+    global _plugin_why
+    if _plugin_why is None:
+        try:
+            import hixl_rma.nixl
+            hixl_rma.nixl.prepare()
+            _plugin_why = ""
+        except Exception as e:
+            _plugin_why = _line(e) or type(e).__name__
+    return _plugin_why
+
+
 def _import():
     """NIXL's _api module: the ``nixl`` meta package when installed (it picks
     the CUDA flavour), else a flavoured wheel itself, which is all the meta
     package would load."""
     global _api
     if _api is None:
+        _prepare_plugins()
         broken = None
         for name in ("nixl._api", "nixl_cu12._api", "nixl_cu13._api"):
             try:
@@ -119,17 +142,25 @@ def _import():
     return _api
 
 
-def _agent(name):
-    """An agent with the UCX backend only, and without NIXL's progress thread:
-    the Python API starts that thread with no delay between its polls, so it
-    keeps a core busy for the agent's whole life. Progress is made instead by
-    this process's own polls (check_xfer_state, get_new_notifs)."""
+def _agent(name, backend="UCX"):
+    """An agent with one backend (NIXL's UCX or HIXL_RMA), and without NIXL's
+    progress thread: the Python API starts that thread with no delay between
+    its polls, so it keeps a core busy for the agent's whole life. Progress is
+    made instead by this process's own polls (check_xfer_state,
+    get_new_notifs); HIXL_RMA's engine has its own progress thread."""
     global _clash
+    if backend not in BACKENDS:
+        raise ValueError(f"NIXL backend {backend!r}: one of {', '.join(BACKENDS)}")
     api = _import()
     if _clash is None:
         _clash = _own_ucx(api) or ""
     if _clash:
         raise RuntimeError(_clash)
+    if backend == "HIXL_RMA":
+        if _plugin_why:
+            raise RuntimeError(f"hixl_rma's NIXL plugin folder: {_plugin_why}")
+        import hixl_rma.nixl  # checks that the backend is there, and why not
+        return hixl_rma.nixl.agent(name, backends=("HIXL_RMA",), enable_prog_thread=False)
     agent = api.nixl_agent(name, api.nixl_agent_config(enable_prog_thread=False, backends=["UCX"]))
     if "UCX" not in agent.backends:
         # NIXL only warns when a configured backend's plugin is missing.
@@ -137,21 +168,22 @@ def _agent(name):
     return agent
 
 
-def _probe():
-    global _probed
-    if _probed is None:
+def _probe(backend):
+    if backend not in _probed:
         try:
             _import()
         except Exception as e:
             why = _line(e)
-            _probed = (False, f"NIXL not installed ({_INSTALL})" if not why else f"NIXL does not load: {why}")
+            _probed[backend] = (False, f"NIXL not installed ({_INSTALL})" if not why
+                                else f"NIXL does not load: {why}")
         else:
             try:
-                _agent(f"kv-probe-{os.getpid()}")  # dropped at once: only its creation is the test
-                _probed = (True, "")
+                _agent(f"kv-probe-{backend}-{os.getpid()}", backend)  # dropped at once: its creation is the test
+                _probed[backend] = (True, "")
             except Exception as e:
-                _probed = (False, f"NIXL agent with UCX backend failed: {_line(e) or type(e).__name__}")
-    return _probed
+                _probed[backend] = (False, f"NIXL agent with {backend} backend failed: "
+                                           f"{_line(e) or type(e).__name__}")
+    return _probed[backend]
 
 
 def _line(e):
@@ -159,12 +191,12 @@ def _line(e):
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def available(comm=None):
-    """(True, "") when NIXL with its UCX backend works here, else (False, reason),
+def available(comm=None, backend="UCX"):
+    """(True, "") when NIXL with `backend` works here, else (False, reason),
     never raising. With ``comm`` the answer is agreed over all its ranks (it
-    is collective then): False on every rank if any rank lacks NIXL, with the
+    is collective then): False on every rank if any rank lacks it, with the
     first such rank's reason."""
-    ok, reason = _probe()
+    ok, reason = _probe(backend)
     if comm is None:
         return ok, reason
     every = comm.allgather((ok, reason))
@@ -246,7 +278,7 @@ def _finish(agent, handle):
 
 
 def run_nixl(args, lay, comm, peer, prefill, sums):
-    """One transfer over NIXL (UCX backend, DRAM); returns (arrivals, ok, cpu)
+    """One transfer over NIXL (backend ``args.backend``, DRAM); returns (arrivals, ok, cpu)
     like run_hixl: decode's arrival time of each layer since t0, whether every
     checksum and the full comparison passed, this side's CPU share of the timed part."""
     global _runs
@@ -254,7 +286,9 @@ def run_nixl(args, lay, comm, peer, prefill, sums):
     nb, n = lay.block_bytes, lay.per_layer
     get = args.mode == "get"
     _runs += 1
-    agent = _agent(f"kv-{'prefill' if prefill else 'decode'}-{comm.Get_rank()}-{os.getpid()}-{_runs}")
+    backend = getattr(args, "backend", "UCX")
+    agent = _agent(f"kv-{backend}-{'prefill' if prefill else 'decode'}-{comm.Get_rank()}-{os.getpid()}-{_runs}",
+                   backend)
     inbox = _Inbox(agent)
 
     # Every buffer is written once here: a server's cache is resident, so no

@@ -64,9 +64,10 @@ NIXL = _nixl_installed()
     (2, ["--mode", "put", "--compare", "mpi"], 2),
     (3, ["--mode", "get"], 1),  # the odd rank sits out
     (2, ["--mode", "put", "--compare", "mpi", "--compute-ms", "1"], 2),  # prefill computes per layer
-    # hixl put and get, mpi4py Send/Recv and MPI.Win, NIXL put and get where installed (small sizes given)
-    (2, ["--preset", "seed"], 6 if NIXL else 4),
-    (2, ["--mode", "get", "--compare", "nixl"], 2 if NIXL else 1),
+    # hixl put and get, mpi4py Send/Recv and MPI.Win, NIXL put and get on its UCX backend and on
+    # HIXL_RMA where installed (small sizes given)
+    (2, ["--preset", "seed"], 8 if NIXL else 4),
+    (2, ["--mode", "get", "--compare", "nixl"], 3 if NIXL else 1),
     (2, ["--notify", "per-block"], 2),  # a notification per block, without and with notify_batch
     (3, ["--fan", "1to2"], 2),  # one prefill into two decodes: a line per pair (and a total)
     (4, ["--fan", "2to1"], 2),  # two prefills into one decode's cache; rank 3 sits out
@@ -95,10 +96,15 @@ def test_kv_cache_transfer_small(ranks, extra, lines):
         for name_mode in ("hixl_rma  mode=put", "hixl_rma  mode=get", "mpi4py  mode=send", "mpi4py  mode=put"):
             assert name_mode in proc.stdout, out
     if "--preset" in extra or "nixl" in extra:
-        if NIXL:
-            assert "nixl  mode=get" in proc.stdout and "skipped" not in proc.stdout, out
-        else:
-            assert re.search(r"nixl  skipped: (rank \d: )?NIXL not installed", proc.stdout), out
+        modes = ("put", "get") if "--preset" in extra else ("get",)
+        for backend in ("UCX", "HIXL_RMA"):  # NIXL on both backends, each row verified
+            if NIXL:
+                for mode in modes:
+                    row = re.search(rf"^ *nixl/{backend}  mode={mode} .*verification: (\w+)$", proc.stdout, re.M)
+                    assert row and row.group(1) == "PASSED", out
+            else:
+                assert re.search(rf"nixl/{backend}  skipped: (rank \d: )?NIXL not installed", proc.stdout), out
+        assert "skipped" not in proc.stdout or not NIXL, out
     if "per-block" in extra:
         assert "16 notifies/layer, notify_batch 1 " in proc.stdout, out
         assert "16 notifies/layer, notify_batch 16 " in proc.stdout, out

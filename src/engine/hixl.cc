@@ -105,21 +105,22 @@ Status Atomic(Hixl &e, const AscendString &remote, AtomicOp op, uintptr_t remote
 }
 
 Status TransferPost(Hixl &e, const AscendString &remote, TransferOp operation,
-                    const std::vector<TransferOpDesc> &op_descs, MemType local_type, bool detach) {
-  HIXL_EXT_FORWARD(e, TransferPost(remote.GetString(), operation, op_descs, local_type, detach));
+                    const std::vector<TransferOpDesc> &op_descs, MemType local_type, bool detach,
+                    Priority priority) {
+  HIXL_EXT_FORWARD(e, TransferPost(remote.GetString(), operation, op_descs, local_type, detach, priority));
 }
 
 Status PostNotify(Hixl &e, const AscendString &remote, const NotifyDesc &notify, int32_t timeout_in_millis,
-                  bool &queued) {
-  HIXL_EXT_FORWARD(e, PostNotify(remote.GetString(), notify, timeout_in_millis, queued));
+                  bool &queued, Priority priority) {
+  HIXL_EXT_FORWARD(e, PostNotify(remote.GetString(), notify, timeout_in_millis, queued, priority));
 }
 
 Status Flush(Hixl &e, const AscendString &remote, int32_t timeout_in_millis) {
   HIXL_EXT_FORWARD(e, Flush(remote.GetString(), timeout_in_millis));
 }
 
-Status AcquirePeer(Hixl &e, const AscendString &remote, PeerRef *&peer) {
-  HIXL_EXT_FORWARD(e, AcquirePeer(remote.GetString(), peer));
+Status AcquirePeer(Hixl &e, const AscendString &remote, PeerRef *&peer, Priority priority) {
+  HIXL_EXT_FORWARD(e, AcquirePeer(remote.GetString(), peer, priority));
 }
 
 void ReleasePeer(PeerRef *peer) { delete peer; }
@@ -130,12 +131,12 @@ Status PostTo(Hixl &e, PeerRef *peer, TransferOp operation, const TransferOpDesc
   if (peer == nullptr || (op_descs == nullptr && count != 0))
     return engine::Fail(PARAM_INVALID, "PostTo: null peer or descriptors");
   HIXL_EXT_FORWARD(e, PostTo(peer->peer, operation, engine::DescSpan(op_descs, count), local_type, detach,
-                             in_flight));
+                             in_flight, peer->priority));
 }
 
 Status FlushPeer(Hixl &e, PeerRef *peer, int32_t timeout_in_millis) {
   if (peer == nullptr) return engine::Fail(PARAM_INVALID, "FlushPeer: null peer");
-  HIXL_EXT_FORWARD(e, FlushPeer(peer->peer, timeout_in_millis));
+  HIXL_EXT_FORWARD(e, FlushPeer(peer->peer, timeout_in_millis, peer->priority));
 }
 
 Status RemotePtr(Hixl &e, const AscendString &remote, uintptr_t remote_addr, size_t len, void *&ptr) {

@@ -264,10 +264,6 @@ def run_mpi(args, lay, comm, peer, prefill, sums):
     clock = Clock()
     t0 = clock.wall
     arrivals, ok = [], True
-    if offload is not None and prefill:
-        # Queued ahead of the first layer: the engine's queues must let the layers pass it.
-        for _ in range(max(1, (args.offload << 20) // chunk)):
-            offload.Put_batch((off_src, off_offs), peer, np.zeros(1, np.int64))
     for i in range(lay.layers):
         if prefill:
             compute(args.compute_ms)

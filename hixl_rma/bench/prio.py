@@ -35,6 +35,9 @@ def add_arguments(p) -> None:
     p.add_argument("--bulk-mib", type=int, default=None, help="MiB streamed per run (default 1024; --quick 64)")
     p.add_argument("--chunk-mib", type=int, default=None,
                    help="MiB of one bulk Put_batch, also the bulk window's size (default 256; --quick 32)")
+    p.add_argument("--gap-us", type=int, default=0,
+                   help="rank 0 sleeps this long between two pings (default 0: back to back, a saturating "
+                        "load of both cores on a 2-core machine)")
     p.add_argument("--window", default="Allocate", choices=("Allocate", "Create"),
                    help="how the windows are made (Allocate: same-node mapped memory, the copy thread; "
                         "Create: numpy memory, the engine's cma or UCX)")
@@ -53,7 +56,7 @@ def _make(Win, np, comm, size, priority, flavor):
     return win, mem
 
 
-def _pings(lat, np, rank, until):
+def _pings(lat, np, rank, until, gap_s=0.0):
     """Rank 0: ping until ``until()`` (at least one); rank 1: answer until STOP. Round trips in s."""
     out = []
     if rank == 0:
@@ -69,6 +72,8 @@ def _pings(lat, np, rank, until):
             i += 1
             if until(i):
                 break
+            if gap_s:
+                time.sleep(gap_s)
         lat.Notify(1, tag=STOP)
     else:
         while True:
@@ -113,6 +118,11 @@ def run(args) -> dict:
     chunk = min((args.chunk_mib or (32 if args.quick else 256)) << 20, total)
     reps = args.reps or (1 if args.quick else 5)
     size = chunk if rank == 1 else 0
+    gap = args.gap_us / 1e6
+    timeout = hixl_rma.runtime.runtime().timeout_ms
+
+    def wait():
+        hixl_rma.runtime.barrier(comm, timeout)
     wins = {
         "normal": (_make(Win, np, comm, PING if rank == 1 else 0, "normal", args.window)[0],
                    _make(Win, np, comm, size, "normal", args.window)),
@@ -129,9 +139,9 @@ def run(args) -> dict:
     for rep in range(reps + 1):  # the first round warms up (connections, first faults)
         for mode in ("solo", "idle", "normal", "prio"):
             lat, (bulk, _) = wins["prio" if mode in ("solo", "prio") else "normal"]
-            comm.Barrier()
+            wait()  # sleeping, not MPI's polling barrier: in solo, rank 1 must leave the cores to the stream
             if mode == "idle":
-                rtt = _pings(lat, np, rank, lambda i: i >= IDLE_PINGS)
+                rtt = _pings(lat, np, rank, lambda i: i >= IDLE_PINGS, gap)
             elif rank == 1:
                 rtt = [] if mode == "solo" else _pings(lat, np, rank, None)
             else:
@@ -139,7 +149,7 @@ def run(args) -> dict:
                 t0, _src = _bulk_post(bulk, np, total, chunk)
                 t = threading.Thread(target=_bulk_flush, args=(bulk, t0, done))
                 t.start()
-                rtt = [] if mode == "solo" else _pings(lat, np, rank, lambda i: done[0] is not None)
+                rtt = [] if mode == "solo" else _pings(lat, np, rank, lambda i: done[0] is not None, gap)
                 t.join()
                 if rep:
                     tput[mode].append(total / done[0] / 1e9)
@@ -147,7 +157,7 @@ def run(args) -> dict:
                 samples[mode].append(float(np.median(rtt)))
                 if mode in counts:
                     counts[mode].append(len(rtt))
-    comm.Barrier()
+    wait()
     for _, (bulk, mem) in wins.values():
         if rank == 1:
             ok &= bool(np.all(mem == 7))
@@ -163,7 +173,7 @@ def run(args) -> dict:
     lat_s = {k: rp.summarize(v) for k, v in samples.items()}
     tp_s = {k: rp.summarize(v) for k, v in tput.items()}
     return {"workload": NAME, "ok": ok, "bulk_bytes": total, "chunk_bytes": chunk, "window": args.window,
-            "reps": reps, "latency_s": lat_s, "bulk_gbs": tp_s,
+            "gap_us": args.gap_us, "reps": reps, "latency_s": lat_s, "bulk_gbs": tp_s,
             "pings_under_load": {k: rp.summarize(v) for k, v in counts.items()},
             "machine": rp.machine_info()}
 
@@ -182,7 +192,8 @@ def report(result) -> None:
                      rp.fmt_stat(tp.get("solo" if mode == "idle" else mode), 2)])
     rp.print_table(
         f"prio: 64 KiB Put_batch + notify round trip beside a {rp.fmt_size(result['bulk_bytes'])} bulk stream "
-        f"({rp.fmt_size(result['chunk_bytes'])} batches, {result['window']} windows), median of "
+        f"({rp.fmt_size(result['chunk_bytes'])} batches, {result['window']} windows, {result['gap_us']} us between "
+        f"pings), median of "
         f"{result['reps']} (verified: {result['ok']})",
         ["case", "round trip us", "x idle", "bulk GB/s"], rows,
         notes=["bulk GB/s of the idle row: the stream alone (solo)",

@@ -10,12 +10,15 @@ matching :mod:`hixl_rma.errors` exception.
 cimport cython
 from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release,
                              PyObject_GetBuffer)
-from libc.stdint cimport int32_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libcpp.map cimport map as cmap
 from libcpp.string cimport string
 from libcpp cimport bool as cpp_bool
+from libcpp.utility cimport pair
 from libcpp.vector cimport vector
 
+
+import time
 
 import numpy as np
 
@@ -88,6 +91,23 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         HIGH
         NORMAL
         BULK
+    cdef struct TelemetryCounters:
+        uint64_t write_bytes, read_bytes, write_ops, read_ops, write_requests, read_requests
+        uint64_t notifies_sent, errors
+    cdef struct TelemetryHistogram:
+        uint64_t buckets[32]
+        uint64_t count, sum_ns
+    cdef cppclass PeerTelemetry:
+        string address
+        TelemetryCounters counters
+    cdef cppclass CTelemetry "hixl::ext::Telemetry":
+        cpp_bool enabled
+        TelemetryCounters total
+        TelemetryHistogram post_time, completion_time
+        uint64_t connects, connect_failures, accepts
+        vector[pair[Status, uint64_t]] errors
+        vector[PeerTelemetry] peers
+    Status GetTelemetry(Hixl &, CTelemetry &)
     cdef enum class PeerState "hixl::ext::PeerState":
         CONNECTED
         DEAD
@@ -374,10 +394,20 @@ cdef class TransferRequest:
     cdef readonly Engine engine
     cdef object _keep
     cdef int _final
+    # Per-transfer timing (ns, CLOCK_MONOTONIC): when it was posted, how long
+    # the post took, and when it was first seen finished (0: not yet).
+    cdef int64_t _t0, _post_ns, _done_ns
 
     def __cinit__(self):
         self._req = NULL
         self._final = TRANSFER_WAITING
+        self._t0 = self._post_ns = self._done_ns = 0
+
+    def timing(self):
+        """``{"post_us": ..., "completion_us": ...}``: how long posting took, and the time from the post
+        until this request was first seen finished (None while it is not)."""
+        return dict(post_us=self._post_ns / 1000.0,
+                    completion_us=self._done_ns / 1000.0 if self._done_ns else None)
 
     def status(self):
         """TRANSFER_WAITING, TRANSFER_COMPLETED or TRANSFER_FAILED (non-blocking)."""
@@ -395,6 +425,8 @@ cdef class TransferRequest:
 
     cdef int _settle(self, TransferStatus ts) except -1:
         if ts != TransferStatus.WAITING:
+            if self._t0 and not self._done_ns:
+                self._done_ns = max(time.monotonic_ns() - self._t0, 1)
             self._req = NULL  # the engine released it
             self._keep = None
             self._final = TRANSFER_COMPLETED if ts == TransferStatus.COMPLETED else TRANSFER_FAILED
@@ -730,10 +762,12 @@ cdef class Engine:
         cdef TransferReq req = NULL
         cdef Status st
         cdef int cop = _opcode(op)
+        cdef int64_t t0 = time.monotonic_ns()
         self._calls += 1
         with nogil:
             st = self._h.TransferAsync(cr, <TransferOp>cop, v, args, req)
         self._calls -= 1
+        cdef int64_t t1 = time.monotonic_ns()
         _check(st, f"TransferAsync({remote!r}, {v.size()} blocks)")
         if self._orphans:
             self._reap_orphans()
@@ -741,6 +775,8 @@ cdef class Engine:
         tr._req = req
         tr.engine = self
         tr._keep = keep
+        tr._t0 = t0
+        tr._post_ns = t1 - t0
         return tr
 
     def send_notify(self, remote, name, msg=b"", timeout_ms=None):
@@ -935,6 +971,23 @@ cdef class Engine:
                     regions=s.regions, endpoints=s.endpoints, accepted=s.accepted,
                     vectored_ops=s.vectored_ops, vectored_calls=s.vectored_calls)
 
+    def telemetry(self):
+        """The engine's telemetry (option Telemetry) as a dict: ``enabled``, ``total`` and ``peers``
+        (engine address -> counters), ``post_time`` and ``completion_time`` (``buckets``: counts per
+        log2 bucket of microseconds, bucket i under 2**i us; ``count``; ``sum_us``), ``connects``,
+        ``connect_failures``, ``accepts``, ``errors`` (status -> failed calls). UnsupportedError on
+        vendor HIXL."""
+        self._alive()
+        cdef CTelemetry t
+        _check(GetTelemetry(self._h[0], t), "GetTelemetry")
+        peers = {}
+        for i in range(t.peers.size()):
+            peers[t.peers[i].address.decode(errors="replace")] = _counters(t.peers[i].counters)
+        return dict(enabled=bool(t.enabled), total=_counters(t.total), peers=peers,
+                    post_time=_histogram(t.post_time), completion_time=_histogram(t.completion_time),
+                    connects=t.connects, connect_failures=t.connect_failures, accepts=t.accepts,
+                    errors={int(t.errors[i].first): int(t.errors[i].second) for i in range(t.errors.size())})
+
     def peer_dead(self, remote):
         """True once the engine knows ``remote`` died (its connection lost,
         or on this host its process gone); False while it looks alive or is
@@ -959,6 +1012,16 @@ cdef class Engine:
         _check(GetPeerStats(self._h[0], _remote(remote), s), f"GetPeerStats({remote!r})")
         return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops,
                     answers_held=s.answers_held, detached=s.detached)
+
+
+cdef dict _counters(const TelemetryCounters &c):
+    return dict(write_bytes=c.write_bytes, read_bytes=c.read_bytes, write_ops=c.write_ops, read_ops=c.read_ops,
+                write_requests=c.write_requests, read_requests=c.read_requests, notifies_sent=c.notifies_sent,
+                errors=c.errors)
+
+
+cdef dict _histogram(const TelemetryHistogram &h):
+    return dict(buckets=[h.buckets[i] for i in range(32)], count=h.count, sum_us=h.sum_ns / 1000.0)
 
 
 ctypedef Status (*_PeerCall)(Hixl &, const AscendString &, int32_t) nogil

@@ -8,6 +8,8 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "hixl/hixl.h"
 
@@ -36,6 +38,27 @@ struct PeerStats {
   uint64_t bytes_written, bytes_read, ops, answers_held, detached;
   uint8_t reserved[16];
 };
+constexpr size_t kTelemetryBuckets = 32;
+struct TelemetryCounters {
+  uint64_t write_bytes, read_bytes, write_ops, read_ops, write_requests, read_requests, notifies_sent, errors;
+};
+struct TelemetryHistogram {
+  uint64_t buckets[kTelemetryBuckets];
+  uint64_t count, sum_ns;
+};
+struct PeerTelemetry {
+  std::string address;
+  TelemetryCounters counters;
+};
+struct Telemetry {
+  bool enabled;
+  TelemetryCounters total;
+  TelemetryHistogram post_time, completion_time;
+  uint64_t connects, connect_failures, accepts;
+  std::vector<std::pair<Status, uint64_t>> errors;
+  std::vector<PeerTelemetry> peers;
+};
+inline Status GetTelemetry(Hixl &, Telemetry &) { return UNSUPPORTED; }
 inline Status AllocMem(Hixl &, size_t, MemType, MemHandle &, void *&) { return UNSUPPORTED; }
 inline Status GetListenAddress(Hixl &, std::string &) { return UNSUPPORTED; }
 inline Status ConnectTo(Hixl &, const AscendString &, const AscendString &, int32_t) { return UNSUPPORTED; }

@@ -52,6 +52,46 @@ cdef extern from "Python.h":
     int _get_buffer "PyObject_GetBuffer"(object, Py_buffer *, int) noexcept
 
 
+cdef object _MPIDatatype = _MPI.Datatype
+
+
+cdef dict _basic_sizes():
+    """Size of each named, contiguous basic datatype of MPI by handle: the
+    target datatypes whose (disp, count, datatype) the hot path resolves
+    itself (count elements of that size, no holes)."""
+    cdef dict sizes = {}
+    for name in ("BYTE", "CHAR", "SIGNED_CHAR", "UNSIGNED_CHAR", "WCHAR", "SHORT", "UNSIGNED_SHORT", "INT",
+                 "UNSIGNED", "LONG", "UNSIGNED_LONG", "LONG_LONG", "UNSIGNED_LONG_LONG", "FLOAT", "DOUBLE",
+                 "LONG_DOUBLE", "C_BOOL", "INT8_T", "INT16_T", "INT32_T", "INT64_T", "UINT8_T", "UINT16_T",
+                 "UINT32_T", "UINT64_T", "C_FLOAT_COMPLEX", "C_DOUBLE_COMPLEX", "C_LONG_DOUBLE_COMPLEX",
+                 "AINT", "OFFSET", "COUNT"):
+        dt = getattr(_MPI, name, None)
+        if dt is None or dt == _MPI.DATATYPE_NULL:
+            continue
+        try:
+            size = dt.Get_size()
+            lb, extent = dt.Get_extent()
+        except _MPI.Exception:
+            continue  # not in this MPI
+        if size > 0 and lb == 0 and extent == size:
+            sizes[dt.handle] = size
+    return sizes
+
+
+# Filled at the first (disp, count, datatype) a window sees: asking MPI at
+# import would use MPI before a program that initializes it itself has.
+cdef dict _BASIC_SIZES = None
+
+
+cdef inline bint _one_char_format(const char *fmt) noexcept:
+    """True for a buffer format of one basic element ("d", "<i", "=q"...)."""
+    if fmt == NULL:
+        return True  # bytes: unsigned bytes
+    if fmt[0] in b"<>=!@":
+        fmt += 1
+    return fmt[0] != 0 and fmt[1] == 0 and strchr(b"bBhHiIlLqQnNefdg?c", fmt[0]) != NULL
+
+
 @cython.freelist(64)
 cdef class _Export:
     """A buffer export held until the flush that completes the operation
@@ -524,6 +564,41 @@ cdef class WindowState:
         off[0] = <uint64_t>d * self.unit[r]
         return off[0] + nbytes <= self.size[r] and off[0] <= self.size[r]
 
+    cdef inline bint _target_offset(self, object target, Py_ssize_t r, size_t nbytes, Py_ssize_t itemsize,
+                                    uint64_t *off):
+        """_offset for every target spec the hot path takes: also (disp,),
+        (disp, count) and (disp, count, basic datatype) as a tuple or list,
+        where the target describes exactly the origin's bytes. Anything else
+        (a derived or unknown datatype, a count the origin does not fill, a
+        wrong type) is the Python layer's, which parses and checks it."""
+        global _BASIC_SIZES
+        cdef Py_ssize_t n
+        cdef object count, size
+        if target is None or type(target) is int:
+            return self._offset(target, r, nbytes, off)
+        if type(target) is not tuple and type(target) is not list:
+            return False
+        n = len(target)
+        if n == 0 or n > 3:
+            return False
+        if n >= 2:
+            count = target[1]
+            if type(count) is not int:
+                return False
+            if n == 3:
+                if type(target[2]) is not _MPIDatatype:
+                    return False
+                if _BASIC_SIZES is None:
+                    _BASIC_SIZES = _basic_sizes()
+                size = _BASIC_SIZES.get(target[2].handle)
+                if size is None:
+                    return False
+            else:
+                size = itemsize
+            if count * size != nbytes:
+                return False
+        return self._offset(target[0], r, nbytes, off)
+
     cdef inline char *_direct(self, Py_ssize_t r):
         if self.mapped[r] == 0:
             return NULL
@@ -597,7 +672,10 @@ cdef class WindowState:
         try:
             if view.format != NULL and strchr(view.format, b'O') != NULL:
                 return 0  # Python objects: the Python layer refuses them
-            if not self._offset(target, r, <size_t>view.len, &off):
+            # (disp, count) counts the origin's elements: only for a buffer
+            # whose format is one basic element, as the Python layer reads it.
+            if not self._target_offset(target, r, <size_t>view.len,
+                                       view.itemsize if _one_char_format(view.format) else 0, &off):
                 return 0
             if view.len == 0:
                 return 1

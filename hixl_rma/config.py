@@ -41,6 +41,11 @@ SETTINGS = {
     "HIXL_RMA_DOMAIN": ("", "Init (option Domain)", "the tenant domain of this job's engines (1 to 256 bytes; "
                                                     "default: none, the job alone): engines of different domains "
                                                     "never complete a handshake, even with the same job token"),
+    "HIXL_RMA_TELEMETRY": ("", "Init (option Telemetry)",
+                           "1 or on: the engine records telemetry (hixl_rma.telemetry.snapshot()); "
+                           "prometheus:PORT or prometheus:HOST:PORT: that, and every rank serves it for "
+                           "Prometheus on port PORT + its world rank (HOST default 0.0.0.0; needs "
+                           "prometheus_client, the extra hixl_rma[telemetry]); 0, off or unset: none"),
     "HIXL_RMA_NIXL_TOKEN": ("", "hixl_rma.nixl.agent (backend parameter job_token)",
                             "job token of the HIXL_RMA NIXL backend: with one its engine listens beyond loopback "
                             "(every agent of the job must give the same)"),
@@ -140,6 +145,26 @@ def race_json():
     return _get("HIXL_RMA_RACE_JSON") or None
 
 
+def telemetry():
+    """``HIXL_RMA_TELEMETRY`` as (on, host, port): port None when nothing is
+    to be served. ParamError naming the setting for a malformed value."""
+    value = _get("HIXL_RMA_TELEMETRY").strip()
+    if value.lower() in ("", "0", "off"):
+        return False, None, None
+    if value.lower() in ("1", "on"):
+        return True, None, None
+    scheme, sep, rest = value.partition(":")
+    if scheme != "prometheus" or not sep:
+        raise ParamError(f"HIXL_RMA_TELEMETRY must be 1, on, 0, off or prometheus:PORT "
+                         f"(prometheus:HOST:PORT), got {value!r}")
+    host, _, port = rest.rpartition(":")
+    host = host.strip("[]") or "0.0.0.0"
+    if not port.isdigit() or int(port) > 65535:
+        raise ParamError(f"HIXL_RMA_TELEMETRY: the port of {value!r} must be a number from 0 to 65535 "
+                         "(0: any free port)")
+    return True, host, int(port)
+
+
 #: engine option -> the setting it comes from (hixl_ext.h names the options)
 _ENGINE_OPTIONS = {"PollUs": "HIXL_RMA_POLL_US", "Cma": "HIXL_RMA_CMA", "Direct": "HIXL_RMA_DIRECT",
                    "CmaThreads": "HIXL_RMA_CMA_THREADS"}
@@ -148,4 +173,6 @@ _ENGINE_OPTIONS = {"PollUs": "HIXL_RMA_POLL_US", "Cma": "HIXL_RMA_CMA", "Direct"
 def engine_options():
     """The built-in engine's settings as ``Initialize`` options (the engine
     checks them and names a bad one)."""
-    return {option: _get(name) for option, name in _ENGINE_OPTIONS.items()}
+    options = {option: _get(name) for option, name in _ENGINE_OPTIONS.items()}
+    options["Telemetry"] = "1" if telemetry()[0] else "0"
+    return options

@@ -408,7 +408,18 @@ def Init(domain=None):
                                "(build the built-in engine)")
     with _lock:
         if _state is None:
-            _state = _Runtime(want)
+            # The exporter binds its port first: a port in use fails Init before the engine starts.
+            from . import telemetry
+
+            if config.telemetry()[2] is not None:
+                from mpi4py import MPI
+
+                telemetry.start_for_rank(MPI.COMM_WORLD.Get_rank())
+            try:
+                _state = _Runtime(want)
+            except BaseException:
+                telemetry.stop()
+                raise
         elif domain is not None and want != _state.domain:
             raise ParamError(f"Init(domain={domain!r}): this rank's engine was started in domain "
                              f"{_state.domain!r}; Finalize first")
@@ -482,6 +493,9 @@ def _shutdown(collective):
                 st.release_mpi()
         finally:
             _state = None
+            from . import telemetry
+
+            telemetry.stop()
         if error is not None:
             raise error.again(f"rank {st.rank}: {error}")
 

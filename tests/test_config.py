@@ -58,7 +58,7 @@ def test_engine_takes_the_settings_as_options_and_names_a_bad_one(monkeypatch):
                                                       rf"\(1 or more\), got '{bad}'"):
             hixl_rma.Engine()
     monkeypatch.delenv("HIXL_RMA_CMA_THREADS")
-    assert config.engine_options() == {"PollUs": "50", "Cma": "0", "Direct": "0", "CmaThreads": ""}
+    assert config.engine_options() == {"PollUs": "50", "Cma": "0", "Direct": "0", "CmaThreads": "", "Telemetry": "0"}
     with hixl_rma.Engine() as eng:  # valid settings: a working engine
         assert eng.address.startswith("127.0.0.1:")
     with pytest.raises(hixl_rma.ParamError, match="HIXL_RMA_TIMEOUT_MS must be positive"):

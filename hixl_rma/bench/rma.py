@@ -24,8 +24,9 @@ Workloads
       (``UCX_ALLOC_PRIO=thp,mmap,heap``, UCX moves it with cma like a Create
       window) for the Create rows, on UCX-allocated shared memory (UCX's
       default, like an Allocate window) for the Allocate rows.
-  W2  latency: 8-byte Put + Flush under a lock (median per operation), and
-      an empty Fence epoch; Create and Allocate windows.
+  W2  latency: 8-byte Put + Flush under a lock (median per operation), the
+      same with the target given as mpi4py code often gives it, (disp,
+      count, datatype), and an empty Fence epoch; Create and Allocate windows.
   W3  batched blocks (the KV-cache pattern): 4,096 4 KiB blocks into every
       other 4 KiB block of a 32 MiB window, then Flush. hixl: one
       ``Put_batch``, one Put with an indexed-block datatype, a loop of 4,096
@@ -667,6 +668,15 @@ def _w2(B, impls, perf, flavors):
                 res["ucx"] = u
         B.figure(f"W2/{flavor}/put_flush", "W2", f"8 B Put + Flush, {FLAVOR_LABEL[flavor]}", "us", LOWER,
                  res, iters, flavor=flavor, ucx_metric="ucp_put_lat p50 (half a put ping-pong, both polling)")
+
+        def putf_spec(i):
+            win = wins[i.key][0]
+            put, spec = win.Put, (0, 8, B.MPI.BYTE)
+            return _per_op_kernel(B, i, win, lambda: put(b8, 1, spec))
+
+        res, iters = B.measure({i.key: putf_spec(i) for i in impls})
+        B.figure(f"W2/{flavor}/put_flush_spec", "W2", f"8 B Put (0, 8, MPI.BYTE) + Flush, {FLAVOR_LABEL[flavor]}",
+                 "us", LOWER, res, iters, flavor=flavor)
         res, iters = B.measure({i.key: _fence_kernel(B, i, wins[i.key][0]) for i in impls})
         B.figure(f"W2/{flavor}/fence", "W2", f"empty Fence epoch, {FLAVOR_LABEL[flavor]}", "us", LOWER,
                  res, iters, flavor=flavor)

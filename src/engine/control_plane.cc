@@ -603,6 +603,14 @@ PeerPtr ControlPlane::Find(const std::string &remote) {
   return it == peers_.end() ? nullptr : it->second;
 }
 
+std::vector<PeerPtr> ControlPlane::Peers() {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<PeerPtr> out;
+  out.reserve(peers_.size());
+  for (const auto &kv : peers_) out.push_back(kv.second);
+  return out;
+}
+
 ext::PeerState ControlPlane::StateOf(const std::string &remote) {
   PeerPtr peer = Find(remote);
   if (!peer) return ext::PeerState::NOT_CONNECTED;
@@ -990,6 +998,7 @@ bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const 
       std::string table = EncodeTable();
       w.raw(table.data(), table.size());
       a.stage = Accepted::Stage::AUTHED;
+      accepts_total_.fetch_add(1, std::memory_order_relaxed);
       a.client_nonce.clear();
       a.server_nonce.clear();
       return Queue(a, Frame(Msg::HELLO_OK, 0, w.str()));

@@ -121,6 +121,10 @@ class ControlPlane {
   Status Disconnect(const std::string &remote, int32_t timeout_ms);
   /** @brief The peer connected as `remote`, or null. */
   PeerPtr Find(const std::string &remote);
+  /** @brief The peers connected now (telemetry's snapshot). */
+  std::vector<PeerPtr> Peers();
+  /** @brief Incoming connections authenticated since Start. */
+  uint64_t accepts_total() const { return accepts_total_.load(std::memory_order_relaxed); }
   /** @brief Whether `remote` is connected, dead or unknown (ext::GetPeerState); consumes nothing. */
   ext::PeerState StateOf(const std::string &remote);
   /** @brief Fetch the peer's memory table again (a transfer named an address the cached one lacks). */
@@ -205,7 +209,7 @@ class ControlPlane {
   /// Bumped whenever a peer region may stop being mapped here (retired key,
   /// dropped peer): direct pointers cached by callers are stale after a change.
   std::atomic<uint64_t> mapping_generation_{0};
-  std::atomic<uint64_t> notifies_received_{0}, table_refreshes_{0};
+  std::atomic<uint64_t> notifies_received_{0}, table_refreshes_{0}, accepts_total_{0};
 };
 
 }  // namespace engine

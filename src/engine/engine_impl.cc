@@ -15,6 +15,7 @@ Status HixlImpl::Initialize(const std::string &local, const std::map<AscendStrin
     return engine::Fail(PARAM_INVALID, "local engine '" + local + "' is not \"ip:port\" or \"[ipv6]:port\"");
   Status st = engine::ParseOptions(options, options_);
   if (st != SUCCESS) return st;
+  telemetry_.Enable(options_.telemetry);
   st = control_.Start(hp);
   if (st == SUCCESS) copier_.Start();
   return st;
@@ -24,6 +25,7 @@ void HixlImpl::Finalize() {
   copier_.Stop();  // its last jobs still reach their peers
   control_.Stop();
   data_.DropAsyncTransfers();  // requests nobody asked about again (their flushes go with the worker)
+  telemetry_.Clear();
 }
 
 Status HixlImpl::DeregisterMem(MemHandle handle) {
@@ -46,6 +48,18 @@ Status HixlImpl::GetStats(ext::Stats &stats) {
   std::memset(&stats, 0, sizeof(stats));
   data_.AddStats(stats);
   control_.AddStats(stats);
+  return SUCCESS;
+}
+
+Status HixlImpl::GetTelemetry(ext::Telemetry &out) {
+  if (!initialized()) return engine::Fail(FAILED, "GetTelemetry: engine is not initialized");
+  telemetry_.Fill(out);
+  out.accepts = control_.accepts_total();
+  out.peers.clear();
+  for (const engine::PeerPtr &p : control_.Peers()) {
+    out.peers.push_back(ext::PeerTelemetry{p->name, {}});
+    p->telemetry.Fill(out.peers.back().counters);
+  }
   return SUCCESS;
 }
 

@@ -33,6 +33,7 @@
 #include "hixl/hixl_ext.h"
 #include "options.h"
 #include "status.h"
+#include "telemetry.h"
 
 namespace hixl {
 
@@ -115,12 +116,21 @@ class HixlImpl {
   }
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats) { return data_.GetPeerStats(remote, stats); }
 
+  Status GetTelemetry(ext::Telemetry &out);
+  engine::Telemetry &telemetry() { return telemetry_; }
+  /** @brief The counters of the peer connected at `remote`, kept alive by `hold` (null if none). */
+  engine::PeerCounters *PeerCountersOf(const std::string &remote, engine::PeerPtr &hold) {
+    hold = control_.Find(remote);
+    return hold ? &hold->telemetry : nullptr;
+  }
+
   const std::string &listen_address() const { return control_.listen_address(); }
   uint64_t mapping_generation() const { return control_.mapping_generation(); }
   bool initialized() const { return control_.started(); }
 
  private:
   engine::Options options_;
+  engine::Telemetry telemetry_;  ///< the facade records into it (hixl.cc)
   /// Before both planes, which hold it; its thread (which runs the planes'
   /// code) is stopped by Finalize before any plane is torn down.
   engine::Copier copier_;

@@ -55,6 +55,9 @@ Status ParseOptions(const std::map<AscendString, AscendString> &options, Options
     } else if (key == ext::OPTION_DIRECT) {
       if (val != "0" && val != "1") return Fail(PARAM_INVALID, "option Direct must be 0 or 1, got '" + val + "'");
       out.direct = val == "1";
+    } else if (key == ext::OPTION_TELEMETRY) {
+      if (val != "0" && val != "1") return Fail(PARAM_INVALID, "option Telemetry must be 0 or 1, got '" + val + "'");
+      out.telemetry = val == "1";
     } else if (key == ext::OPTION_CMA_THREADS) {
       long t = 0;
       if (!val.empty() && (!ParseLong(val, t) || t < 1))

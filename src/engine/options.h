@@ -35,6 +35,7 @@ struct Options {
   CmaMode cma = CmaMode::OFF;               ///< Cma, as far as UCX_TLS allows cma
   bool direct = true;                       ///< Direct, as far as UCX_TLS allows mapping
   size_t cma_threads = 0;                   ///< CmaThreads; 0: not set (see ThreadsFor)
+  bool telemetry = false;                   ///< Telemetry
 };
 
 /** @brief Parse `options` into `out`; PARAM_INVALID naming the option when a value is bad. */

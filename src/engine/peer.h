@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hixl/hixl_types.h"
+#include "telemetry.h"
 #include "ucx_raii.h"
 #include "unique_fd.h"
 #include "wire.h"
@@ -95,6 +96,7 @@ struct Peer {
   std::map<uint64_t, Response> responses;
 
   std::atomic<uint64_t> bytes_written{0}, bytes_read{0}, ops{0};
+  PeerCounters telemetry;  ///< recorded by the facade while option Telemetry is on (telemetry.h)
 
   /// Detached jobs (copies, notifies: detached.h) in flight for this peer,
   /// and the first failure among those ended since it was last taken

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hixl/hixl.h"
 
@@ -43,6 +45,10 @@ constexpr const char *OPTION_DIRECT = "Direct";
 /** @brief Option: threads that share a same-node transfer of kShareMinBytes or more, taken as
  *         given up to the cores allowed (default, or empty: one helper where a core is idle). */
 constexpr const char *OPTION_CMA_THREADS = "CmaThreads";
+
+/** @brief Option: "1" records telemetry (GetTelemetry: per-peer request counts, post and completion
+ *         times), "0" (default) not: the data calls then read no clock and take no lock for it. */
+constexpr const char *OPTION_TELEMETRY = "Telemetry";
 
 /** @brief The peer died or dropped its control connection (our code). */
 constexpr Status PEER_FAILURE = 503901U;
@@ -97,6 +103,45 @@ struct PeerStats {
   uint64_t answers_held;  ///< control answers received and not yet taken by the request they answer
   uint64_t detached;      ///< detached jobs (copies, notifies behind them) for it in flight
   uint8_t reserved[16];
+};
+
+/** @brief Telemetry histograms' buckets: 0 holds times under 1 us, bucket i those in [2^(i-1), 2^i) us
+ *         (the last also everything longer). */
+constexpr size_t kTelemetryBuckets = 32;
+
+/** @brief Telemetry counters of one peer or of the whole engine (recorded while option Telemetry is on). */
+struct TelemetryCounters {
+  uint64_t write_bytes, read_bytes;
+  uint64_t write_ops, read_ops;            ///< blocks (descriptors) posted
+  uint64_t write_requests, read_requests;  ///< posting calls
+  uint64_t notifies_sent;
+  uint64_t errors;  ///< failed calls (every one, the engine's total; a peer's: the calls that named it)
+};
+
+/** @brief A latency histogram (see kTelemetryBuckets). */
+struct TelemetryHistogram {
+  uint64_t buckets[kTelemetryBuckets];
+  uint64_t count;
+  uint64_t sum_ns;
+};
+
+/** @brief One peer's telemetry: the address it is connected at. */
+struct PeerTelemetry {
+  std::string address;
+  TelemetryCounters counters;
+};
+
+/** @brief A snapshot of an engine's telemetry (GetTelemetry). */
+struct Telemetry {
+  bool enabled;  ///< option Telemetry: counters, histograms and peers are recorded only while on
+  TelemetryCounters total;
+  TelemetryHistogram post_time;        ///< time of a posting call (PostTo and TransferPost: one in 16 per peer)
+  TelemetryHistogram completion_time;  ///< first post after a flush until the flush's end; a synchronous
+                                       ///< transfer; a TransferAsync request until reported complete
+  uint64_t connects, connect_failures;  ///< outgoing connection attempts (always counted)
+  uint64_t accepts;                     ///< incoming connections authenticated (always counted)
+  std::vector<std::pair<Status, uint64_t>> errors;  ///< failed calls by status (always counted)
+  std::vector<PeerTelemetry> peers;                 ///< the peers connected now
 };
 
 /**
@@ -254,6 +299,10 @@ Status GetStats(Hixl &engine, Stats &stats);
 
 /** @brief Counters of one peer. */
 Status GetPeerStats(Hixl &engine, const AscendString &remote_engine, PeerStats &stats);
+
+/** @brief The engine's telemetry now (relaxed reads: a snapshot taken during traffic may be a few
+ *         operations apart between counters). */
+Status GetTelemetry(Hixl &engine, Telemetry &telemetry);
 
 /** @brief Detailed text of the last failure in this thread (UCX's message kept). */
 std::string LastError();

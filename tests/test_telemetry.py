@@ -1,0 +1,214 @@
+"""Telemetry in one process: HIXL_RMA_TELEMETRY's parsing, the engine's
+counts against what a test moved, and Init's refusals (a malformed value, a
+port in use) with nothing left running."""
+import json
+import os
+import socket
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import hixl_rma
+from hixl_rma import config
+from hixl_rma.errors import ParamError
+
+import procutil
+
+READ, WRITE = hixl_rma.READ, hixl_rma.WRITE
+
+
+@pytest.mark.parametrize("value, want", [
+    ("", (False, None, None)), ("0", (False, None, None)), ("off", (False, None, None)),
+    ("1", (True, None, None)), ("on", (True, None, None)),
+    ("prometheus:9400", (True, "0.0.0.0", 9400)), ("prometheus:127.0.0.1:0", (True, "127.0.0.1", 0)),
+    ("prometheus:[::1]:9400", (True, "::1", 9400)),
+])
+def test_setting_parsed(monkeypatch, value, want):
+    monkeypatch.setenv("HIXL_RMA_TELEMETRY", value)
+    assert config.telemetry() == want
+    assert config.engine_options()["Telemetry"] == ("1" if want[0] else "0")
+
+
+@pytest.mark.parametrize("value", ["prometheus:abc", "prometheus:", "prometheus:70000", "statsd:9400",
+                                   "prometheus", "yes"])
+def test_setting_malformed(monkeypatch, value):
+    monkeypatch.setenv("HIXL_RMA_TELEMETRY", value)
+    with pytest.raises(ParamError, match="HIXL_RMA_TELEMETRY"):
+        config.telemetry()
+    with pytest.raises(ParamError, match="HIXL_RMA_TELEMETRY"):
+        hixl_rma.Engine()  # an engine started with the environment's settings refuses it too
+
+
+def test_engine_option_checked():
+    with pytest.raises(ParamError, match="option Telemetry"):
+        hixl_rma.Engine("127.0.0.1:0", {"Telemetry": "yes"})
+
+
+def _pair(on):
+    a = hixl_rma.Engine("127.0.0.1:0", {"Telemetry": "1" if on else "0"})
+    b = hixl_rma.Engine("127.0.0.1:0", {"Telemetry": "1" if on else "0"})
+    a.connect(b.address)
+    return a, b
+
+
+def test_counts_match_what_moved():
+    a, b = _pair(True)
+    try:
+        target = b.register_mem(np.zeros(4096, np.uint8))
+        src = np.arange(256, dtype=np.uint8)
+        dst = np.zeros(256, np.uint8)
+        a.register_mem(src)
+        a.register_mem(dst)
+        for i in range(7):  # 7 posts of 3 blocks of 16 bytes
+            a.post(b.address, WRITE, [(src.ctypes.data + 16 * k, target.addr + 64 * i + 16 * k, 16)
+                                      for k in range(3)])
+        a.flush(b.address)
+        a.transfer_sync(b.address, READ, [(dst.ctypes.data, target.addr, 100)])
+        req = a.transfer_async(b.address, READ, [(dst.ctypes.data, target.addr, 50)], keep=dst)
+        req.wait(10000)
+        a.send_notify(b.address, "n1")
+        a.send_notify(b.address, "n2")
+        with pytest.raises(ParamError):  # an unregistered range: one PARAM_INVALID
+            a.post(b.address, WRITE, [(src.ctypes.data, 1 << 40, 8)])
+        t = a.telemetry()
+        assert t["enabled"]
+        want = dict(write_bytes=7 * 48, read_bytes=150, write_ops=21, read_ops=2, write_requests=7,
+                    read_requests=2, notifies_sent=2, errors=1)
+        assert t["total"] == want
+        assert t["peers"] == {b.address: want}
+        assert t["errors"] == {hixl_rma.errors.PARAM_INVALID: 1}
+        # timed: the first of the 7 posts (one in 16 per peer), the sync READ, the async request
+        assert t["post_time"]["count"] == 3
+        assert sum(t["post_time"]["buckets"]) == 3
+        # the flush after the timed post, the READ, the request, and the first notify's flush (which a
+        # TransferAsync's post starts as any post does)
+        assert t["completion_time"]["count"] == 4
+        assert t["connects"] == 1 and t["connect_failures"] == 0
+        assert b.telemetry()["accepts"] == 1
+        timing = req.timing()
+        assert timing["post_us"] > 0 and timing["completion_us"] >= timing["post_us"]
+        with pytest.raises(hixl_rma.HixlError):
+            a.connect("127.0.0.1:1", 2000)
+        assert a.telemetry()["connect_failures"] == 1
+    finally:
+        a.finalize()
+        b.finalize()
+
+
+def test_off_records_nothing_but_failures():
+    a, b = _pair(False)
+    try:
+        target = b.register_mem(np.zeros(64, np.uint8))
+        src = np.ones(8, np.uint8)
+        a.register_mem(src)
+        a.post(b.address, WRITE, [(src.ctypes.data, target.addr, 8)])
+        a.flush(b.address)
+        t = a.telemetry()
+        assert not t["enabled"]
+        assert t["total"]["write_bytes"] == 0 and t["post_time"]["count"] == 0
+        assert t["completion_time"]["count"] == 0
+        assert a.stats()["bytes_written"] == 8  # the engine's own counters stay on
+        assert t["connects"] == 1
+    finally:
+        a.finalize()
+        b.finalize()
+
+
+PROG = textwrap.dedent("""
+    import os, sys, threading
+    import hixl_rma
+    from hixl_rma import telemetry
+    try:
+        hixl_rma.Init()
+    except hixl_rma.errors.ParamError as exc:
+        print("REFUSED", exc)
+    else:
+        print("STARTED")
+    # nothing half-way: no engine thread (hixl-*), no exporter, no runtime
+    names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+    print("ENGINE_THREADS", [n for n in names if n.startswith("hixl")])
+    print("EXPORTER", telemetry.address(), [t.name for t in threading.enumerate() if t is not threading.main_thread()])
+    print("INIT", hixl_rma.runtime.Is_initialized())
+""")
+
+
+def _init_with(tmp_path, value):
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROG)
+    env = dict(os.environ, HIXL_RMA_TELEMETRY=value)
+    rc, out = procutil.run(["mpiexec", "-n", "1", sys.executable, str(prog)], env, 60)
+    assert rc == 0, out
+    return out
+
+
+def test_port_in_use_refused_at_init(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        out = _init_with(tmp_path, f"prometheus:127.0.0.1:{port}")
+    assert "REFUSED HIXL_RMA_TELEMETRY: cannot serve metrics on 127.0.0.1:" in out, out
+    assert "ENGINE_THREADS []" in out and "EXPORTER None []" in out and "INIT False" in out, out
+
+
+def test_malformed_refused_at_init(tmp_path):
+    out = _init_with(tmp_path, "prometheus:abc")
+    assert "REFUSED HIXL_RMA_TELEMETRY: the port of 'prometheus:abc'" in out, out
+    assert "ENGINE_THREADS []" in out and "EXPORTER None []" in out and "INIT False" in out, out
+
+
+def test_control_run_starts_the_engine(tmp_path):
+    """The checks above can fail: a good value starts the engine's threads and the exporter."""
+    out = _init_with(tmp_path, "prometheus:127.0.0.1:0")
+    assert "STARTED" in out and "ENGINE_THREADS []" not in out and "EXPORTER None" not in out, out
+    assert "INIT True" in out, out
+
+
+JOB = textwrap.dedent("""
+    import json, sys, urllib.request
+    import numpy as np
+    import hixl_rma as hixl
+    from hixl_rma import telemetry
+
+    hixl.Init()
+    rank, size = hixl.GetRank(), hixl.GetSize()
+    h = hixl.RegisterMemory(np.zeros(1024, np.uint8))
+    for i in range(rank + 3):  # rank r writes r + 3 blocks of 32 B to the next rank
+        hixl.Put(np.full(32, i, np.uint8), (rank + 1) % size, 32 * i, h)
+    hixl.Fence()
+    base = int(sys.argv[1])
+    assert telemetry.address()[1] == base + rank, telemetry.address()
+    seen = {}
+    for r in range(size):  # every rank's endpoint, at PORT + its rank, while the job runs
+        with urllib.request.urlopen(f"http://127.0.0.1:{base + r}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        line = next(l for l in text.splitlines() if l.startswith("agent_tx_bytes_total{"))
+        seen[r] = line
+    with open(f"{sys.argv[2]}/seen.{rank}", "w") as f:  # a file each: ranks' stdout lines can interleave
+        json.dump(seen, f)
+    hixl.Fence()
+    hixl.DeregisterMemory(h)
+    hixl.Finalize()
+""")
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_job_serves_each_rank_on_port_plus_rank(tmp_path, ranks):
+    with socket.socket() as s:  # a base port with its neighbours free (the kernel's pick, then let go)
+        s.bind(("127.0.0.1", 0))
+        base = s.getsockname()[1]
+    base = min(base, 65535 - ranks)
+    prog = tmp_path / "job.py"
+    prog.write_text(JOB)
+    env = dict(os.environ, HIXL_RMA_TELEMETRY=f"prometheus:127.0.0.1:{base}")
+    rc, out = procutil.run(["mpiexec", "-n", str(ranks), sys.executable, str(prog), str(base), str(tmp_path)],
+                           env, 60)
+    assert rc == 0, out
+    files = sorted(tmp_path.glob("seen.*"))
+    assert [f.name for f in files] == [f"seen.{r}" for r in range(ranks)], out
+    for f in files:
+        seen = json.loads(f.read_text())
+        for r in range(ranks):
+            assert seen[str(r)] == f'agent_tx_bytes_total{{rank="{r}"}} {float(32 * (r + 3))}', out

@@ -8,12 +8,18 @@ lands and records when. ``--mode get`` has decode pull each layer instead,
 once prefill notifies that it is ready. ``--compare mpi`` runs the same
 transfer over mpi4py's MPI.Win (a Put loop and a Fence per layer).
 
+``--offload MIB`` streams MIB MiB from prefill to decode on a window of
+its own, queued ahead of the first layer (an offload of older KV blocks,
+say), and runs the transfer three times: alone, beside it with both windows
+at priority normal, and beside it with the KV window high and the offload
+bulk: the first/last layer times show what the priorities give the KV.
+
 ``--notify per-block`` notifies every block (128 per layer by default)
 instead of every layer, once as is and once aggregated (info
 ``notify_batch``), to show what coalescing saves the receiver.
 
 Run: mpiexec -n 2 python examples/kv_cache_transfer.py [--layers 32 --blocks 64
-     --block-kib 64 --mode put|get --compare mpi --notify per-layer|per-block]
+     --block-kib 64 --mode put|get --compare mpi --notify per-layer|per-block --offload MIB]
 With more ranks, even ranks are prefill and send to the next odd rank.
 Exit code 1 on any mismatch.
 """
@@ -48,6 +54,10 @@ def parse(argv):
     p.add_argument("--notify", choices=("per-layer", "per-block"), default="per-layer",
                    help="per-block: a Put_notify per block (hixl_rma, put), run without and with "
                         "notify_batch (one message per layer)")
+    p.add_argument("--offload", type=int, default=0, metavar="MIB",
+                   help="a bulk stream of MIB MiB to the same decode rank beside the KV transfer (hixl_rma, put, "
+                        "pairs), run once with both windows at priority normal and once with the offload "
+                        "window bulk and the KV window high")
     p.add_argument("--compute-ms", type=float, default=0.0,
                    help="prefill computes this long per layer (a numpy kernel) before it sends the layer")
     p.add_argument("--fan", choices=("pairs", "1to2", "2to1"), default="pairs",
@@ -59,7 +69,12 @@ def parse(argv):
     args = p.parse_args(argv)
     if args.notify == "per-block" and (args.mode != "put" or args.preset or args.fan != "pairs"):
         p.error("--notify per-block is a variant of hixl_rma's put mode (pairs, no preset)")
+    if args.offload and (args.mode != "put" or args.preset or args.fan != "pairs" or args.notify != "per-layer"):
+        p.error("--offload is a variant of hixl_rma's put mode (pairs, per-layer notifications, no preset)")
+    if args.offload < 0:
+        p.error("--offload must be a number of MiB >= 0")
     args.notify_batch = 1
+    args.priorities = None
     # seed: K (or V) of one layer is 32 heads x (512 tokens x 128 dims x 4 bytes) = 32 blocks of 256 KiB.
     defaults = (32, 32, 256) if args.preset == "seed" else (32, 64, 64)
     for name, value in zip(("layers", "blocks", "block_kib"), defaults):
@@ -147,6 +162,17 @@ def run_hixl(args, lay, comm, peer, prefill, sums):
     nb = lay.block_bytes
     per_block = args.notify == "per-block"
     info = {"notify_batch": str(args.notify_batch)}
+    offload = None
+    if args.offload:
+        # The offload stream's own window, at bulk priority (or normal, to compare), the KV cache's high.
+        kv_prio, off_prio = args.priorities
+        info["priority"] = kv_prio
+        chunk = min(args.offload, 64) << 20
+        offload = Win.Allocate(0 if prefill else chunk, comm=comm, info={"priority": off_prio})
+        offload.Lock_all(hixl_rma.MODE_NOCHECK)
+        if prefill:
+            off_src = np.full(chunk, 0x5A, np.uint8)
+            off_offs = np.array([[0, chunk]], np.int64)
     if prefill:
         kv = lay.produce()
         # get mode: prefill's own cache is the window decode reads from.
@@ -171,6 +197,10 @@ def run_hixl(args, lay, comm, peer, prefill, sums):
     clock = Clock()
     t0 = clock.wall
     arrivals, ok = [], True
+    if offload is not None and prefill:
+        # Queued ahead of the first layer: the engine's queues must let the layers pass it.
+        for _ in range(max(1, (args.offload << 20) // chunk)):
+            offload.Put_batch((off_src, off_offs), peer, np.zeros(1, np.int64))
     for i in range(lay.layers):
         if prefill:
             compute(args.compute_ms)
@@ -203,9 +233,17 @@ def run_hixl(args, lay, comm, peer, prefill, sums):
         win.Flush(peer)  # the last layer landed: prefill's part is done
         cpu = clock.share()
     win.Unlock_all()
+    if offload is not None:
+        if prefill:
+            offload.Flush(peer)
+        offload.Unlock_all()
     comm.Barrier()
     if not prefill:
         ok &= verify(lay, (lambda i: cache[lay.table[i]]) if args.mode == "put" else (lambda i: pulled[i]))
+    if offload is not None:
+        if not prefill:
+            ok &= bool(np.all(np.frombuffer(offload.tomemory(), np.uint8) == 0x5A))
+        offload.Free()
     win.Free()
     return arrivals, ok, cpu
 
@@ -339,6 +377,9 @@ def report(name, mode, args, lay, arrivals, ok, cpus):
     extra = ""
     if args.notify == "per-block" and name == "hixl_rma":
         extra = f"  {lay.per_layer} notifies/layer, notify_batch {args.notify_batch}"
+    if args.offload and name == "hixl_rma":
+        extra = (f"  offload {args.offload} MiB beside, priorities kv={args.priorities[0]} "
+                 f"offload={args.priorities[1]}" if args.priorities else "  no offload")
     if args.compute_ms > 0:
         alone = lay.layers * args.compute_ms
         extra = (f"  compute alone {alone:7.2f} ms ({(last * 1e3) / alone:4.2f}x)")
@@ -358,6 +399,11 @@ def _runs(args):
         # The same per-block notifications sent one by one, then one message per layer.
         return [("hixl_rma", "put", run_hixl, {"notify_batch": 1}),
                 ("hixl_rma", "put", run_hixl, {"notify_batch": 2 * args.blocks})]
+    if args.offload:
+        # Alone, then beside the offload stream without and with priorities.
+        return [("hixl_rma", "put", run_hixl, {"offload": 0}),
+                ("hixl_rma", "put", run_hixl, {"priorities": ("normal", "normal")}),
+                ("hixl_rma", "put", run_hixl, {"priorities": ("high", "bulk")})]
     beside = {"mpi": [("mpi4py", args.mode, run_mpi, {})], "nixl": _nixl_runs((args.mode,))}
     return [("hixl_rma", args.mode, run_hixl, {})] + beside.get(args.compare, [])
 

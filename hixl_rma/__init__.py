@@ -32,7 +32,7 @@ _EXPORTS = {
     "win": ("Get_address", "Win"),
     # Finalize: the HIXL face's, which also deregisters HIXL-style handles
     "hixl_api": ("Connect", "DeregisterMemory", "Fence", "Get", "GetRank", "GetSize", "GetWorldCommunicator",
-                 "MemoryHandle", "Put", "RegisterMemory", "Finalize"),
+                 "MemoryHandle", "Put", "RegisterMemory", "TransferAsync", "Finalize"),
     "ops": ("BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAX", "MAXLOC", "MIN", "MINLOC", "NO_OP", "PROD",
             "REPLACE", "SUM", "Op"),
 }

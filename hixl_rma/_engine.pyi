@@ -95,8 +95,10 @@ class Engine:
     def refresh(self, remote: str, timeout_ms: int | None = ...) -> None: ...
     def mapping_generation(self) -> int: ...
 
+def post_at(eng: Engine, remote: str, op: int, descs: Descs, priority: int) -> None: ...
+def flush_at(eng: Engine, remote: str, priority: int, timeout_ms: int | None = ...) -> None: ...
 def post_batch(eng: Engine, remote: str, op: int, origin: Any, offsets: np.ndarray, disps: np.ndarray,
-               unit: int, base: int, size: int) -> Any: ...
+               unit: int, base: int, size: int, priority: int = ...) -> Any: ...
 
 class Target:
     """A view of one rank's entry in its window's table (WindowState)."""
@@ -118,6 +120,7 @@ class WindowState:
     key: str
     name: str
     freed: bool
+    priority: int
     targets: list[Target]
     me: Target | None
     fence_open: bool

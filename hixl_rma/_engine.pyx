@@ -87,6 +87,10 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         uint64_t vectored_ops, vectored_calls
     cdef struct PeerStats:
         uint64_t bytes_written, bytes_read, ops, answers_held, detached
+    cdef enum class Priority "hixl::ext::Priority":
+        HIGH
+        NORMAL
+        BULK
     cdef struct TelemetryCounters:
         uint64_t write_bytes, read_bytes, write_ops, read_ops, write_requests, read_requests
         uint64_t notifies_sent, errors
@@ -115,10 +119,14 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     void ReleaseWithdrawn(void *)
     Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t)
     Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType, bint)
+    Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType, bint,
+                        Priority)
     Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, cpp_bool &)
+    Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, cpp_bool &, Priority)
     Status Flush(Hixl &, const AscendString &, int32_t)
     cdef cppclass PeerRef
     Status AcquirePeer(Hixl &, const AscendString &, PeerRef *&)
+    Status AcquirePeer(Hixl &, const AscendString &, PeerRef *&, Priority)
     void ReleasePeer(PeerRef *)
     Status PostTo(Hixl &, PeerRef *, TransferOp, const TransferOpDesc *, size_t, MemType, bint, cpp_bool &)
     Status FlushPeer(Hixl &, PeerRef *, int32_t)

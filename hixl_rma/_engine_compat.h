@@ -28,6 +28,7 @@ constexpr Status PEER_FAILURE = 503901U;
 constexpr size_t kShareMinBytes = static_cast<size_t>(-1);  // the vendor engine shares nothing
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
 enum class PeerState { CONNECTED, DEAD, NOT_CONNECTED };
+enum class Priority : uint8_t { HIGH = 0, NORMAL = 1, BULK = 2 };  // the vendor engine queues nothing of ours
 struct Stats {
   uint64_t bytes_written, bytes_read, transfer_ops, direct_ops, atomic_ops, notifies_sent, notifies_received,
       table_refreshes, regions, endpoints, accepted, vectored_ops, vectored_calls;
@@ -67,13 +68,18 @@ inline Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t
   return UNSUPPORTED;
 }
 inline Status TransferPost(Hixl &, const AscendString &, TransferOp, const std::vector<TransferOpDesc> &, MemType,
-                           bool = false) {
+                           bool = false, Priority = Priority::NORMAL) {
   return UNSUPPORTED;
 }
-inline Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, bool &) { return UNSUPPORTED; }
+inline Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, bool &,
+                         Priority = Priority::NORMAL) {
+  return UNSUPPORTED;
+}
 inline Status Flush(Hixl &, const AscendString &, int32_t) { return UNSUPPORTED; }
 struct PeerRef;
-inline Status AcquirePeer(Hixl &, const AscendString &, PeerRef *&) { return UNSUPPORTED; }
+inline Status AcquirePeer(Hixl &, const AscendString &, PeerRef *&, Priority = Priority::NORMAL) {
+  return UNSUPPORTED;
+}
 inline void ReleasePeer(PeerRef *) {}
 inline Status PostTo(Hixl &, PeerRef *, TransferOp, const TransferOpDesc *, size_t, MemType, bool, bool &in_flight) {
   in_flight = false;

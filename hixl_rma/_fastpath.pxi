@@ -127,6 +127,10 @@ cdef class WindowState:
     cdef public str key      # the window's id ("w<world rank of rank 0>.<seq>"), or MPI_WIN_NULL
     cdef public str name     # its name (Set_name), "" until set
     cdef public bint freed
+    # the window's transfer priority (info key priority: 0 high, 1 normal, 2
+    # bulk), set before its first post: its peer handles, batches and
+    # notifications carry it into the engine's queues
+    cdef public int priority
     cdef public list targets  # Target views, one per rank of the window
     cdef public object me     # targets[this rank]
     cdef Py_ssize_t n
@@ -191,6 +195,7 @@ cdef class WindowState:
         # A null window until set_targets fills the table in.
         self.key = "MPI_WIN_NULL"
         self.name = ""
+        self.priority = 1
         self.freed = True
         self.targets = []
         self.pins = []
@@ -219,7 +224,8 @@ cdef class WindowState:
         """r's connection handle (after _connect), or NULL: post by name."""
         cdef PeerRef *p = self.peer_ref[r]
         if p == NULL and HIXL_RMA_HAS_EXT:
-            if AcquirePeer(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), p) != 0:
+            if AcquirePeer(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), p,
+                           <Priority>self.priority) != 0:
                 p = NULL
             self.peer_ref[r] = p
         return p
@@ -482,7 +488,7 @@ cdef class WindowState:
             self._enter()
             with nogil:
                 st = PostNotify(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
-                                nd, tmo, queued)
+                                nd, tmo, queued, <Priority>self.priority)
             self.engine._calls -= 1
         finally:
             self.notify_mu.unlock()
@@ -624,7 +630,7 @@ cdef class WindowState:
             v.assign(d, d + count)
             with nogil:
                 st = TransferPost(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
-                                  <TransferOp>op, v, local, detach)
+                                  <TransferOp>op, v, local, detach, <Priority>self.priority)
         self.engine._calls -= 1
         if st != 0:
             if p != NULL:
@@ -1218,8 +1224,47 @@ cdef inline bint _int64_array(object a, int ndim):
             and (<object>a).flags.c_contiguous and (ndim == 1 or (<object>a).shape[1] == 2))
 
 
+def post_at(Engine eng, remote, object op, object descs, int priority):
+    """Post (n, 3) uint64 descriptors to ``remote`` at ``priority``; a WRITE's
+    large copies into mapped memory go to the copy thread, queued at that
+    priority. Complete with ``flush_at`` of the same priority."""
+    cdef vector[TransferOpDesc] v
+    cdef AscendString cr = _remote(remote)
+    cdef int cop = _opcode(op)
+    cdef Status st
+    _descs(descs, v)
+    if not eng._usable():
+        raise ParamError(f"TransferPost({remote!r}): the engine is finalized")
+    eng._calls += 1
+    with nogil:
+        st = TransferPost(eng._h[0], cr, <TransferOp>cop, v, MEM_HOST, cop == WRITE, <Priority>priority)
+    eng._calls -= 1
+    _check(st, f"TransferPost({remote!r}, {v.size()} blocks)")
+
+
+def flush_at(Engine eng, remote, int priority, timeout_ms=None):
+    """Complete what was posted to ``remote`` at ``priority`` (0 high, 1
+    normal, 2 bulk) or higher: a flush on a peer handle of that priority,
+    which does not wait for less urgent detached work (the HIXL face's
+    TransferAsync requests)."""
+    cdef AscendString cr = _remote(remote)
+    cdef int32_t tmo = _timeout(timeout_ms)
+    cdef PeerRef *p = NULL
+    cdef Status st
+    if not eng._usable():
+        raise ParamError(f"Flush({remote!r}): the engine is finalized")
+    eng._calls += 1
+    with nogil:
+        st = AcquirePeer(eng._h[0], cr, p, <Priority>priority)
+        if st == 0:
+            st = FlushPeer(eng._h[0], p, tmo)
+            ReleasePeer(p)
+    eng._calls -= 1
+    _check(st, f"Flush({remote!r})")
+
+
 def post_batch(Engine eng, remote, object op, object origin, object offsets, object disps, uint64_t unit,
-               uint64_t base, uint64_t size):
+               uint64_t base, uint64_t size, int priority=1):
     """Put_batch / Get_batch of the common case: a contiguous origin buffer
     with (n, 2) int64 (offset, length) rows and n int64 target displacements,
     every block inside the origin and the window. Checked and posted in one
@@ -1277,7 +1322,7 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
             if ok:
                 # A Put_batch is posted (complete at the flush): its large
                 # copies into mapped memory go to the engine's copy thread.
-                st = TransferPost(eng._h[0], cr, <TransferOp>cop, v, MEM_HOST, cop == WRITE)
+                st = TransferPost(eng._h[0], cr, <TransferOp>cop, v, MEM_HOST, cop == WRITE, <Priority>priority)
         eng._calls -= 1
         if not ok:
             return False

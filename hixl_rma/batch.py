@@ -29,7 +29,7 @@ class Batches:
             # Posted: the origin's export, held until the flush (the engine
             # reads the origin until then; a resize would move it away).
             export = _engine.post_batch(w.engine, t.addr, op, origin_blocks[0], origin_blocks[1], target_disps,
-                                        t.disp_unit, t.base, t.size)
+                                        t.disp_unit, t.base, t.size, w.priority)
             if export:
                 w.mark_dirty(t.rank, export)
                 if tag is not None:

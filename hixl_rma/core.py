@@ -18,6 +18,7 @@ from mpi4py import MPI
 from . import _engine
 from . import constants as C
 from . import ctrl as CTRL
+from . import priority as _priority
 from . import runtime as _rt
 from . import shared
 from . import winmeta
@@ -68,6 +69,7 @@ class WindowCore(_engine.WindowState):
             try:
                 self.disp_unit = _check_disp_unit(disp_unit)
                 self.info = info_dict(info)
+                self.priority = _priority.from_info(self.info, self.label())
                 if flavor in (C.WIN_FLAVOR_ALLOCATE, C.WIN_FLAVOR_SHARED):
                     memory = _check_size(memory)
             except HixlError as exc:

@@ -8,13 +8,16 @@ mode.
 """
 from . import _engine
 from . import constants as C
+from . import priority as _priority
 from . import races as _races
 from . import runtime as _rt
 from .comm import Communicator, as_communicator
 from .errors import ParamError
+from .request import Request
 from .win import Win
 
 _handles = {}  # id(MPI comm) -> list of live MemoryHandles
+_OPS = {"WRITE": _engine.WRITE, "READ": _engine.READ}
 
 
 class MemoryHandle:
@@ -25,6 +28,7 @@ class MemoryHandle:
         self.comm = comm
         self.access = access
         self.mem_type = mem_type
+        self.requests = []  # TransferAsync requests not yet waited for (Fence, DeregisterMemory wait them)
 
     @property
     def registered(self):
@@ -94,6 +98,7 @@ def RegisterMemory(buf, mem_type=C.MEMORY_HOST, access=C.ACCESS_READ_WRITE, comm
 def DeregisterMemory(handle):
     """Complete outstanding operations and release the region (collective)."""
     _check_handle(handle, "DeregisterMemory")
+    _wait_requests(handle)
     handle.win._w.set_always_open(False)
     handle.win.Free()
     lst = _handles.get(id(handle.comm.comm), [])
@@ -120,6 +125,45 @@ def Get(buf, target_rank, target_offset, handle, comm=None):
     handle.win.Get(buf, target_rank, _offset(target_offset, "Get"))
 
 
+def TransferAsync(operation, buf, target_rank, target_offset, handle, qos="normal", comm=None):
+    """Start a ``"WRITE"`` (Put) or ``"READ"`` (Get) of ``buf`` at byte
+    ``target_offset`` of ``target_rank``'s region, queued in the engine at
+    priority ``qos`` (``"high"``, ``"normal"``, ``"bulk"``: HIXL's qos_level
+    0, 1, 2); returns a Request whose Wait gives remote completion of this
+    transfer (it waits for no less urgent work posted beside it). Fence and
+    DeregisterMemory complete what was not waited for."""
+    level = _priority.level(qos, "TransferAsync qos")
+    if operation not in _OPS:
+        raise ParamError(f"TransferAsync: operation must be 'WRITE' or 'READ', got {operation!r}")
+    _check_handle(handle, "TransferAsync")
+    op, what = _OPS[operation], "TransferAsync"
+    w = handle.win._w
+    if level == _priority.NAMES["normal"] or not _engine.HAS_EXTENSIONS or handle.mem_type == C.MEMORY_DEVICE:
+        req = w.request_transfer(op, buf, target_rank, _offset(target_offset, what), what)
+    else:
+        t = w.target(target_rank, what)
+        if t is None:
+            return Request.completed()
+        ob = w.origin(buf, op == _engine.READ, t, what)
+        w.check_mode(t, op, what)
+        descs = w.descs(t, ob, _offset(target_offset, what), what, op)
+        if descs is None:
+            return Request.completed()
+        _engine.post_at(w.engine, t.addr, op, descs, level)
+        timeout = w.rt.timeout_ms
+        req = Request(lambda: _engine.flush_at(w.engine, t.addr, level, timeout), keep=ob.obj)
+    if len(handle.requests) >= 64:
+        handle.requests = [r for r in handle.requests if not r._done]
+    handle.requests.append(req)
+    return req
+
+
+def _wait_requests(handle):
+    reqs, handle.requests = handle.requests, []
+    for req in reqs:
+        req.Wait()
+
+
 def _offset(target_offset, what):
     # The window's disp_unit is 1, so a displacement is a byte offset.
     if isinstance(target_offset, bool) or not isinstance(target_offset, int):
@@ -132,6 +176,7 @@ def Fence(comm=None):
     comm = as_communicator(comm)
     for h in list(_handles.get(id(comm.comm), [])):
         if h.registered:
+            _wait_requests(h)
             h.win._w.complete_all()
             if _races.ACTIVE is not None:
                 h.win.complete_all(h.win)

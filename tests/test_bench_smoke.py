@@ -62,7 +62,7 @@ def test_help_lists_engine():
     proc = subprocess.run([sys.executable, "-m", "hixl_rma.bench", "--help"], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == 0
-    for name in ("engine", "rma", "merge"):
+    for name in ("engine", "rma", "merge", "prio"):
         assert name in proc.stdout
 
 
@@ -136,3 +136,23 @@ def test_rma_quick(tmp_path):
     assert f1["results"]["hixl"]["n"] == 2 * f0["results"]["hixl"]["n"]
     assert len(mres["targets"]) == 31
     assert mpng.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.timeout(120)
+def test_prio_quick(tmp_path):
+    mpiexec = _mpiexec()
+    if mpiexec is None:
+        pytest.skip("no mpiexec")
+    out = tmp_path / "prio.json"
+    env = dict(os.environ)
+    env.pop("UCX_TLS", None)
+    env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", TERM="dumb")
+    proc = subprocess.run([mpiexec, "-n", "2", sys.executable, "-m", "hixl_rma.bench", "prio", "--quick",
+                           "--bulk-mib", "16", "--chunk-mib", "8", "--json", str(out)],
+                          capture_output=True, text=True, timeout=100, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    res = json.loads(out.read_text())
+    assert res["workload"] == "prio" and res["ok"] is True
+    for case in ("idle", "normal", "prio"):
+        assert res["latency_s"][case]["n"] == 1 and res["latency_s"][case]["median"] > 0, case
+    assert res["bulk_gbs"]["solo"]["median"] > 0

@@ -69,6 +69,7 @@ NIXL = _nixl_installed()
     (2, ["--preset", "seed"], 8 if NIXL else 4),
     (2, ["--mode", "get", "--compare", "nixl"], 3 if NIXL else 1),
     (2, ["--notify", "per-block"], 2),  # a notification per block, without and with notify_batch
+    (2, ["--offload", "16"], 3),  # alone, beside a bulk stream at normal, and with priorities
     (3, ["--fan", "1to2"], 2),  # one prefill into two decodes: a line per pair (and a total)
     (4, ["--fan", "2to1"], 2),  # two prefills into one decode's cache; rank 3 sits out
 ])
@@ -105,18 +106,22 @@ def test_kv_cache_transfer_small(ranks, extra, lines):
             else:
                 assert re.search(rf"nixl/{backend}  skipped: (rank \d: )?NIXL not installed", proc.stdout), out
         assert "skipped" not in proc.stdout or not NIXL, out
+    if "--offload" in extra:
+        assert "priorities kv=normal offload=normal" in proc.stdout, out
+        assert "priorities kv=high offload=bulk" in proc.stdout, out
     if "per-block" in extra:
         assert "16 notifies/layer, notify_batch 1 " in proc.stdout, out
         assert "16 notifies/layer, notify_batch 16 " in proc.stdout, out
 
 
 @pytest.mark.parametrize("extra", [["--notify", "per-block", "--mode", "get"],
-                                   ["--notify", "per-block", "--preset", "seed"]])
+                                   ["--notify", "per-block", "--preset", "seed"],
+                                   ["--offload", "8", "--mode", "get"]])
 def test_kv_cache_transfer_refuses_what_it_does_not_run(extra):
     cmd = [sys.executable, str(EXAMPLES / "kv_cache_transfer.py"), *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=_clean_env(), cwd=EXAMPLES.parent)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "--notify per-block is a variant of hixl_rma's put mode" in proc.stderr
+    assert "is a variant of hixl_rma's put mode" in proc.stderr
 
 
 def test_first_contact_script_reports_every_op():

@@ -31,6 +31,7 @@ WORKLOADS = {
     "queue": "hixl_rma.bench.queue",
     "merge": "hixl_rma.bench.merge",
     "nixl": "hixl_rma.bench.nixl",
+    "prio": "hixl_rma.bench.prio",
 }
 
 

@@ -219,7 +219,7 @@ Status DataPlane::PostOne(Peer &peer, TransferOp op, const TransferOpDesc &d, bo
 }
 
 Status DataPlane::Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyDeadline deadline, bool &posted,
-                       bool local_host, bool detach, bool *detached) {
+                       bool local_host, bool detach, bool *detached, ext::Priority priority) {
   if (op != READ && op != WRITE) return Fail(PARAM_INVALID, "transfer: operation must be READ or WRITE");
   posted = false;
   if (detached != nullptr) *detached = false;
@@ -267,7 +267,7 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyD
       // The copy thread does it while the caller goes on (as a NIC would);
       // the keys keep the regions mapped, and the region's invalidation
       // finishes the peer's detached jobs before it lets the peer reuse it.
-      copier_.SubmitCopies(peer, std::move(mapped), stream, std::move(mapped_keys));
+      copier_.SubmitCopies(peer, std::move(mapped), stream, std::move(mapped_keys), priority);
       if (detached != nullptr) *detached = true;
     } else {
       mapped.Run(op == WRITE, stream, options_.cma_threads);
@@ -290,9 +290,10 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyD
   return SUCCESS;
 }
 
-Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached) {
+Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached,
+                            ext::Priority priority) {
   if (detached) {
-    Status st = copier_.Complete(peer, deadline, what);
+    Status st = copier_.Complete(peer, deadline, what, priority);
     if (st != SUCCESS) return st;
   }
   uint64_t seq;
@@ -368,39 +369,40 @@ void DataPlane::DropAsyncTransfers() {
 }
 
 Status DataPlane::TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                               MemType local_type, bool detach) {
+                               MemType local_type, bool detach, ext::Priority priority) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
   bool posted = false;
-  return Post(peer, op, descs, LazyDeadline(options_.timeout_ms), posted, local_type == MEM_HOST, detach);
+  return Post(peer, op, descs, LazyDeadline(options_.timeout_ms), posted, local_type == MEM_HOST, detach, nullptr,
+              priority);
 }
 
-Status DataPlane::AcquirePeer(const std::string &remote, ext::PeerRef *&ref) {
+Status DataPlane::AcquirePeer(const std::string &remote, ext::PeerRef *&ref, ext::Priority priority) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
-  ref = new ext::PeerRef{std::move(peer)};
+  ref = new ext::PeerRef{std::move(peer), priority};
   return SUCCESS;
 }
 
 Status DataPlane::PostTo(const PeerPtr &peer, TransferOp op, DescSpan descs, MemType local_type, bool detach,
-                         bool &in_flight) {
+                         bool &in_flight, ext::Priority priority) {
   in_flight = false;
   if (!control_.started()) return Fail(FAILED, "engine is not initialized");
   if (peer->dead) return peer->Error("transfer");
   bool posted = false, detached = false;
   Status st = Post(peer, op, descs, LazyDeadline(options_.timeout_ms), posted, local_type == MEM_HOST, detach,
-                   &detached);
+                   &detached, priority);
   // Even a failed call may have left operations in UCX: the origin stays in use until a flush.
   in_flight = posted || detached;
   return st;
 }
 
-Status DataPlane::FlushPeer(const PeerPtr &peer, int32_t timeout_ms) {
+Status DataPlane::FlushPeer(const PeerPtr &peer, int32_t timeout_ms, ext::Priority priority) {
   if (!control_.started()) return Fail(FAILED, "engine is not initialized");
   if (peer->dead) return peer->Error("Flush");
-  return WaitFlush(peer, DeadlineIn(timeout_ms), "Flush");
+  return WaitFlush(peer, DeadlineIn(timeout_ms), "Flush", true, priority);
 }
 
 Status DataPlane::GetTransferStatus(const TransferReq &req, TransferStatus &status) {
@@ -582,12 +584,15 @@ Status DataPlane::SendNotify(const std::string &remote, const NotifyDesc &notify
 }
 
 Status DataPlane::PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms,
-                             bool &queued) {
+                             bool &queued, ext::Priority priority) {
   queued = false;
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
-  if (!peer->HasDetached()) return SendNotifyTo(peer, notify, DeadlineIn(timeout_ms), true);
+  // Nothing it must follow is detached (lower priorities' work it passes):
+  // sent now, by this caller.
+  if (!peer->HasDetached() || !copier_.Pending(peer, priority))
+    return SendNotifyTo(peer, notify, DeadlineIn(timeout_ms), true, priority);
   st = CheckNotify(notify, "PostNotify");
   if (st != SUCCESS) return st;
   size_t nlen = notify.name.GetLength(), mlen = notify.notify_msg.GetLength();
@@ -598,18 +603,19 @@ Status DataPlane::PostNotify(const std::string &remote, const NotifyDesc &notify
   copier_.SubmitNotify(peer, [this, peer, name, msg, timeout_ms] {
     NotifyDesc n{AscendString(name->data(), name->size()), AscendString(msg->data(), msg->size())};
     return SendNotifyTo(peer, n, DeadlineIn(timeout_ms), false);
-  });
+  }, priority);
   queued = true;
   return SUCCESS;
 }
 
-Status DataPlane::SendNotifyTo(const PeerPtr &peer, const NotifyDesc &notify, Deadline deadline, bool detached) {
+Status DataPlane::SendNotifyTo(const PeerPtr &peer, const NotifyDesc &notify, Deadline deadline, bool detached,
+                               ext::Priority priority) {
   const std::string &remote = peer->name;
   Status st = CheckNotify(notify, "SendNotify");
   if (st != SUCCESS) return st;
   size_t nlen = notify.name.GetLength(), mlen = notify.notify_msg.GetLength();
   // Earlier transfers must be complete at the target before the notify leaves.
-  st = WaitFlush(peer, deadline, "SendNotify", detached);
+  st = WaitFlush(peer, deadline, "SendNotify", detached, priority);
   if (st != SUCCESS) return st;
   std::shared_ptr<Endpoint> ep = peer->endpoint();
   if (!ep) return peer->Gone("SendNotify");

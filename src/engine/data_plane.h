@@ -44,6 +44,7 @@ namespace ext {
  *  it need, without the lookup by name. */
 struct PeerRef {
   engine::PeerPtr peer;
+  Priority priority = Priority::NORMAL;  ///< what PostTo and FlushPeer on it carry
 };
 }  // namespace ext
 
@@ -62,16 +63,16 @@ class DataPlane {
                        TransferReq &req);
   Status GetTransferStatus(const TransferReq &req, TransferStatus &status);
   Status TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                      MemType local_type, bool detach = false);
+                      MemType local_type, bool detach = false, ext::Priority priority = ext::Priority::NORMAL);
   Status Flush(const std::string &remote, int32_t timeout_ms);
   /** @brief The peer connected at `remote`, for the calls below (ext::AcquirePeer). */
-  Status AcquirePeer(const std::string &remote, ext::PeerRef *&ref);
+  Status AcquirePeer(const std::string &remote, ext::PeerRef *&ref, ext::Priority priority);
   /** @brief TransferPost on a resolved peer; `in_flight`: the call left work to complete (UCX operations,
    *  detached copies), else every block is complete at the target and the local buffers are free. */
   Status PostTo(const PeerPtr &peer, TransferOp op, DescSpan descs, MemType local_type, bool detach,
-                bool &in_flight);
-  /** @brief Flush on a resolved peer. */
-  Status FlushPeer(const PeerPtr &peer, int32_t timeout_ms);
+                bool &in_flight, ext::Priority priority = ext::Priority::NORMAL);
+  /** @brief Flush on a resolved peer: its detached work of `priority` or higher, then UCX's. */
+  Status FlushPeer(const PeerPtr &peer, int32_t timeout_ms, ext::Priority priority = ext::Priority::NORMAL);
   Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
                 uint64_t *result, int32_t timeout_ms);
   /** @brief The address here of a peer's mapped range; with ``pin``, also a
@@ -82,7 +83,8 @@ class DataPlane {
   Status RefreshPeer(const std::string &remote, int32_t timeout_ms);
   Status SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms);
   /** @brief SendNotify, or (detached copies to the peer in flight) queued behind them: `queued` says which. */
-  Status PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms, bool &queued);
+  Status PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms, bool &queued,
+                    ext::Priority priority = ext::Priority::NORMAL);
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
   /** @brief Fill in the counters this plane keeps (bytes, blocks, atomics, notifies sent, vectored calls). */
   void AddStats(ext::Stats &s) const;
@@ -97,7 +99,8 @@ class DataPlane {
   /** @brief Post every block; `posted`: some went to UCX (a flush completes them), `detached`: some
    *  went to the copy thread. */
   Status Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyDeadline deadline, bool &posted,
-              bool local_host = true, bool detach = false, bool *detached = nullptr);
+              bool local_host = true, bool detach = false, bool *detached = nullptr,
+              ext::Priority priority = ext::Priority::NORMAL);
   /** @brief The common call, one small block found in the peer's table at the first try, moved with
    *  nothing allocated, no lock but the table's and no clock read; `done` false: not that case, nothing
    *  done (Post's general path takes it). */
@@ -112,10 +115,13 @@ class DataPlane {
                      const CmaPiece *pieces, const iovec *local, const CmaShare &s, bool &posted);
   /** @brief A vectored move found the peer's pid gone: the peer is, and cma to it ends. */
   Status CmaPeerGone(Peer &peer);
-  /** @brief Remote completion of what was posted to peer; `detached`: after its detached jobs too. */
-  Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached = true);
+  /** @brief Remote completion of what was posted to peer; `detached`: after its detached jobs of
+   *  `priority` or higher too. */
+  Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached = true,
+                   ext::Priority priority = ext::Priority::BULK);
   /** @brief SendNotify to a looked-up peer; `detached` as for WaitFlush (the copy thread passes false). */
-  Status SendNotifyTo(const PeerPtr &peer, const NotifyDesc &notify, Deadline deadline, bool detached);
+  Status SendNotifyTo(const PeerPtr &peer, const NotifyDesc &notify, Deadline deadline, bool detached,
+                      ext::Priority priority = ext::Priority::BULK);
 
   const Options &options_;
   ControlPlane &control_;

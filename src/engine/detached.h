@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "copy.h"
+#include "hixl/hixl_ext.h"
 #include "hixl/hixl_types.h"
 #include "peer.h"
 #include "wire.h"
@@ -45,6 +46,14 @@ constexpr size_t kDetachMinBytes = 4U << 20;
  * whose copies are done. It waits only for a span or a notify another
  * thread has started, and every thread that starts one runs at normal
  * priority, so that wait is one span's copy (or one send).
+ *
+ * Each job has a transfer priority (ext::Priority). The thread takes the
+ * most urgent step it may (a high job queued after a bulk one is served
+ * between two of the bulk job's spans), but after kFavorLimit steps that
+ * passed a less urgent job it takes one step of the least urgent: bulk
+ * slows down under high traffic, it never stops. A notify of priority P
+ * follows the earlier jobs of its peer of priority P or higher; a caller's
+ * Complete/RunFor at P does (and waits for) those jobs only.
  */
 class Copier {
  public:
@@ -54,23 +63,29 @@ class Copier {
   ~Copier() { Stop(); }
 
   /** @brief Copy `copies` into `peer`'s mapped memory (kept mapped by `keys`) after what was submitted before. */
-  void SubmitCopies(PeerPtr peer, MappedCopies copies, bool stream, std::vector<std::shared_ptr<RemoteKey>> keys);
+  void SubmitCopies(PeerPtr peer, MappedCopies copies, bool stream, std::vector<std::shared_ptr<RemoteKey>> keys,
+                    ext::Priority priority = ext::Priority::NORMAL);
 
-  /** @brief Run `send` (a notify) once every job submitted before for `peer` is done; its failure is the peer's. */
-  void SubmitNotify(PeerPtr peer, std::function<Status()> send);
+  /** @brief Run `send` (a notify) once every job of `priority` or higher submitted before for `peer` is
+   *         done; its failure is the peer's. */
+  void SubmitNotify(PeerPtr peer, std::function<Status()> send, ext::Priority priority = ext::Priority::NORMAL);
+
+  /** @brief True while `peer` has jobs of `priority` or higher queued (what a notify of it would follow). */
+  bool Pending(const PeerPtr &peer, ext::Priority priority);
 
   /**
    * @brief Do what is left of `peer`'s jobs in this thread, waiting only for
    *        what another thread has started; false when `deadline` passed first.
    */
-  bool RunFor(const PeerPtr &peer, Deadline deadline);
+  bool RunFor(const PeerPtr &peer, Deadline deadline, ext::Priority upto = ext::Priority::BULK);
 
   /**
    * @brief RunFor, then the first failure among the peer's jobs ended since
    *        the last call (reported once), TIMEOUT past `deadline`, else
    *        SUCCESS. What every flush to the peer asks first.
    */
-  Status Complete(const PeerPtr &peer, Deadline deadline, const char *what);
+  Status Complete(const PeerPtr &peer, Deadline deadline, const char *what,
+                  ext::Priority upto = ext::Priority::BULK);
 
   /** @brief Start the thread (Initialize): a first detached batch does not wait for it. */
   void Start();
@@ -88,14 +103,20 @@ class Copier {
   bool Step(std::unique_lock<std::mutex> &lk, const std::shared_ptr<Job> &job);
   /** @brief The job is done: out of the queue, its peer told (mu_ held). */
   void Finish(std::unique_lock<std::mutex> &lk, const std::shared_ptr<Job> &job);
-  /** @brief The peer's first job with a step to take now, or null (mu_ held); `any` says whether it has jobs left. */
-  std::shared_ptr<Job> NextFor(const Peer *peer, bool &any);
+  /**
+   * @brief The most urgent job of `peer` (any peer: null) of priority `upto` or higher with a step to take
+   *        now, or null (mu_ held); `any` says whether such jobs are left. `thread`: the copy thread's pick,
+   *        which gives the least urgent job its turn after kFavorLimit passes.
+   */
+  std::shared_ptr<Job> NextFor(const Peer *peer, bool &any, ext::Priority upto = ext::Priority::BULK,
+                               bool thread = false);
   void Run();
 
   std::mutex mu_;
   std::condition_variable cv_;  ///< a job ended or was queued, a span ended, or Stop
   std::deque<std::shared_ptr<Job>> queue_;  ///< in submission order; a job leaves when done
   bool stop_ = false;
+  unsigned passed_ = 0;  ///< the copy thread's steps in a row that passed a less urgent job
   std::thread thread_;
 };
 

@@ -77,27 +77,30 @@ class HixlImpl {
   Status SendNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms) {
     return data_.SendNotify(remote, notify, timeout_ms);
   }
-  Status PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms, bool &queued) {
-    return data_.PostNotify(remote, notify, timeout_ms, queued);
+  Status PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms, bool &queued,
+                    ext::Priority priority) {
+    return data_.PostNotify(remote, notify, timeout_ms, queued, priority);
   }
   Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
                 uint64_t *result, int32_t timeout_ms) {
     return data_.Atomic(remote, op, addr, value, compare, result, timeout_ms);
   }
   Status TransferPost(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
-                      MemType local_type, bool detach) {
-    return data_.TransferPost(remote, op, descs, local_type, detach);
+                      MemType local_type, bool detach, ext::Priority priority) {
+    return data_.TransferPost(remote, op, descs, local_type, detach, priority);
   }
   Status Flush(const std::string &remote, int32_t timeout_ms) { return data_.Flush(remote, timeout_ms); }
-  Status AcquirePeer(const std::string &remote, ext::PeerRef *&ref) {
+  Status AcquirePeer(const std::string &remote, ext::PeerRef *&ref, ext::Priority priority) {
     if (!initialized()) return engine::Fail(FAILED, "AcquirePeer: engine is not initialized");
-    return data_.AcquirePeer(remote, ref);
+    return data_.AcquirePeer(remote, ref, priority);
   }
   Status PostTo(const engine::PeerPtr &peer, TransferOp op, engine::DescSpan descs, MemType local_type, bool detach,
-                bool &in_flight) {
-    return data_.PostTo(peer, op, descs, local_type, detach, in_flight);
+                bool &in_flight, ext::Priority priority) {
+    return data_.PostTo(peer, op, descs, local_type, detach, in_flight, priority);
   }
-  Status FlushPeer(const engine::PeerPtr &peer, int32_t timeout_ms) { return data_.FlushPeer(peer, timeout_ms); }
+  Status FlushPeer(const engine::PeerPtr &peer, int32_t timeout_ms, ext::Priority priority) {
+    return data_.FlushPeer(peer, timeout_ms, priority);
+  }
   Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr) {
     return data_.RemotePtr(remote, addr, len, ptr, nullptr);
   }

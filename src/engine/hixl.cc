@@ -188,11 +188,12 @@ Status Atomic(Hixl &e, const AscendString &remote, AtomicOp op, uintptr_t remote
 }
 
 Status TransferPost(Hixl &e, const AscendString &remote, TransferOp operation,
-                    const std::vector<TransferOpDesc> &op_descs, MemType local_type, bool detach) {
+                    const std::vector<TransferOpDesc> &op_descs, MemType local_type, bool detach,
+                    Priority priority) {
   hixl::engine::ClearError();
   HixlImpl &impl = *ImplOf(e);
   const std::string name = remote.GetString();
-  auto call = [&] { return impl.TransferPost(name, operation, op_descs, local_type, detach); };
+  auto call = [&] { return impl.TransferPost(name, operation, op_descs, local_type, detach, priority); };
   if (!impl.telemetry().on()) return Counted(impl, call());
   engine::PeerPtr hold;
   return Posting(impl, impl.PeerCountersOf(name, hold), operation, op_descs.data(), op_descs.size(), call, nullptr,
@@ -200,11 +201,11 @@ Status TransferPost(Hixl &e, const AscendString &remote, TransferOp operation,
 }
 
 Status PostNotify(Hixl &e, const AscendString &remote, const NotifyDesc &notify, int32_t timeout_in_millis,
-                  bool &queued) {
+                  bool &queued, Priority priority) {
   hixl::engine::ClearError();
   HixlImpl &impl = *ImplOf(e);
   const std::string name = remote.GetString();
-  Status st = impl.PostNotify(name, notify, timeout_in_millis, queued);
+  Status st = impl.PostNotify(name, notify, timeout_in_millis, queued, priority);
   if (st != SUCCESS || !impl.telemetry().on()) return Counted(impl, st);
   engine::PeerPtr hold;
   engine::PeerCounters *peer = impl.PeerCountersOf(name, hold);
@@ -223,8 +224,8 @@ Status Flush(Hixl &e, const AscendString &remote, int32_t timeout_in_millis) {
   return Flushed(impl, st, peer);
 }
 
-Status AcquirePeer(Hixl &e, const AscendString &remote, PeerRef *&peer) {
-  HIXL_EXT_FORWARD(e, AcquirePeer(remote.GetString(), peer));
+Status AcquirePeer(Hixl &e, const AscendString &remote, PeerRef *&peer, Priority priority) {
+  HIXL_EXT_FORWARD(e, AcquirePeer(remote.GetString(), peer, priority));
 }
 
 void ReleasePeer(PeerRef *peer) { delete peer; }
@@ -238,7 +239,8 @@ Status PostTo(Hixl &e, PeerRef *peer, TransferOp operation, const TransferOpDesc
   HixlImpl &impl = *ImplOf(e);
   engine::PeerCounters *counters = &peer->peer->telemetry;
   auto call = [&] {
-    return impl.PostTo(peer->peer, operation, engine::DescSpan(op_descs, count), local_type, detach, in_flight);
+    return impl.PostTo(peer->peer, operation, engine::DescSpan(op_descs, count), local_type, detach, in_flight,
+                       peer->priority);
   };
   if (!impl.telemetry().on()) return Counted(impl, call(), counters);
   return Posting(impl, counters, operation, op_descs, count, call, nullptr, nullptr, &in_flight, true);
@@ -248,7 +250,7 @@ Status FlushPeer(Hixl &e, PeerRef *peer, int32_t timeout_in_millis) {
   if (peer == nullptr) return engine::Fail(PARAM_INVALID, "FlushPeer: null peer");
   hixl::engine::ClearError();
   HixlImpl &impl = *ImplOf(e);
-  return Flushed(impl, impl.FlushPeer(peer->peer, timeout_in_millis), &peer->peer->telemetry);
+  return Flushed(impl, impl.FlushPeer(peer->peer, timeout_in_millis, peer->priority), &peer->peer->telemetry);
 }
 
 Status RemotePtr(Hixl &e, const AscendString &remote, uintptr_t remote_addr, size_t len, void *&ptr) {

@@ -53,6 +53,20 @@ constexpr const char *OPTION_TELEMETRY = "Telemetry";
 /** @brief The peer died or dropped its control connection (our code). */
 constexpr Status PEER_FAILURE = 503901U;
 
+/**
+ * @brief How urgent a transfer (or notify) is, where the engine queues work
+ *        (HIXL's qos_level: HIGH = 0, NORMAL = 1, BULK = 2, lower first).
+ *
+ * The copy thread serves detached work of a higher priority first (a bulk
+ * batch is taken span by span, so high work queued later passes it) and
+ * serves a bulk span after every few higher steps, so bulk is never starved.
+ * A notify (PostNotify) and a flush (FlushPeer) of priority P follow the
+ * peer's earlier detached work of priority P or higher, not lower: a high
+ * window's notify does not wait for a bulk window's copies to the same peer.
+ * Work of one priority keeps its order.
+ */
+enum class Priority : uint8_t { HIGH = 0, NORMAL = 1, BULK = 2 };
+
 /** @brief 64-bit atomic operations on remote memory. */
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
 
@@ -181,16 +195,18 @@ Status Atomic(Hixl &engine, const AscendString &remote_engine, AtomicOp op, uint
  */
 Status TransferPost(Hixl &engine, const AscendString &remote_engine, TransferOp operation,
                     const std::vector<TransferOpDesc> &op_descs, MemType local_type = MEM_HOST,
-                    bool detach = false);
+                    bool detach = false, Priority priority = Priority::NORMAL);
 
 /**
  * @brief SendNotify, except that while detached copies to the peer are in
  *        flight the notify is queued behind them (`queued` true) and this
  *        returns at once: it leaves once they and every earlier operation
  *        to the peer completed there. Its failure is then the next Flush's.
+ *        `priority`: it follows detached work of that priority or higher
+ *        only (Priority).
  */
 Status PostNotify(Hixl &engine, const AscendString &remote_engine, const NotifyDesc &notify,
-                  int32_t timeout_in_millis, bool &queued);
+                  int32_t timeout_in_millis, bool &queued, Priority priority = Priority::NORMAL);
 
 /** @brief Remote completion of all work posted so far to one peer. */
 Status Flush(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in_millis);
@@ -206,8 +222,10 @@ Status Flush(Hixl &engine, const AscendString &remote_engine, int32_t timeout_in
  */
 struct PeerRef;
 
-/** @brief The peer connected at `remote_engine` (NOT_CONNECTED if none). */
-Status AcquirePeer(Hixl &engine, const AscendString &remote_engine, PeerRef *&peer);
+/** @brief The peer connected at `remote_engine` (NOT_CONNECTED if none); PostTo and FlushPeer on
+ *         it carry `priority` (a window takes one handle per target at its own priority). */
+Status AcquirePeer(Hixl &engine, const AscendString &remote_engine, PeerRef *&peer,
+                   Priority priority = Priority::NORMAL);
 
 /** @brief Release a PeerRef of AcquirePeer (null: nothing). */
 void ReleasePeer(PeerRef *peer);

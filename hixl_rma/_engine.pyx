@@ -1041,13 +1041,18 @@ cdef int _peer_call(Engine eng, _PeerCall call, remote, timeout_ms, str what) ex
     return _check(st, f"{what}({remote!r})")
 
 
-cdef int _post(Engine self, remote, object op, vector[TransferOpDesc] &v, bint local_device) except -1:
+cdef int _post(Engine self, remote, object op, vector[TransferOpDesc] &v, bint local_device, bint detach_writes=False,
+               int priority=1) except -1:
+    """TransferPost of ``v``; ``detach_writes``: a WRITE's large copies into
+    mapped memory go to the copy thread, queued at ``priority``."""
     cdef AscendString cr = _remote(remote)
     cdef Status st
     cdef int cop = _opcode(op)
+    cdef bint detach = detach_writes and cop == WRITE
     self._calls += 1
     with nogil:
-        st = TransferPost(self._h[0], cr, <TransferOp>cop, v, MEM_DEVICE if local_device else MEM_HOST, False)
+        st = TransferPost(self._h[0], cr, <TransferOp>cop, v, MEM_DEVICE if local_device else MEM_HOST, detach,
+                          <Priority>priority)
     self._calls -= 1
     _check(st, f"TransferPost({remote!r}, {v.size()} blocks)")
     return 0

@@ -564,8 +564,7 @@ cdef class WindowState:
         off[0] = <uint64_t>d * self.unit[r]
         return off[0] + nbytes <= self.size[r] and off[0] <= self.size[r]
 
-    cdef inline bint _target_offset(self, object target, Py_ssize_t r, size_t nbytes, Py_ssize_t itemsize,
-                                    uint64_t *off):
+    cdef inline bint _target_offset(self, object target, Py_ssize_t r, const Py_buffer *view, uint64_t *off):
         """_offset for every target spec the hot path takes: also (disp,),
         (disp, count) and (disp, count, basic datatype) as a tuple or list,
         where the target describes exactly the origin's bytes. Anything else
@@ -573,6 +572,7 @@ cdef class WindowState:
         wrong type) is the Python layer's, which parses and checks it."""
         global _BASIC_SIZES
         cdef Py_ssize_t n
+        cdef size_t nbytes = <size_t>view.len
         cdef object count, size
         if target is None or type(target) is int:
             return self._offset(target, r, nbytes, off)
@@ -593,8 +593,12 @@ cdef class WindowState:
                 size = _BASIC_SIZES.get(target[2].handle)
                 if size is None:
                     return False
+            elif _one_char_format(view.format):
+                # (disp, count) counts the origin's elements, as the Python
+                # layer reads a buffer of one basic element.
+                size = view.itemsize
             else:
-                size = itemsize
+                return False
             if count * size != nbytes:
                 return False
         return self._offset(target[0], r, nbytes, off)
@@ -672,10 +676,7 @@ cdef class WindowState:
         try:
             if view.format != NULL and strchr(view.format, b'O') != NULL:
                 return 0  # Python objects: the Python layer refuses them
-            # (disp, count) counts the origin's elements: only for a buffer
-            # whose format is one basic element, as the Python layer reads it.
-            if not self._target_offset(target, r, <size_t>view.len,
-                                       view.itemsize if _one_char_format(view.format) else 0, &off):
+            if not self._target_offset(target, r, &view, &off):
                 return 0
             if view.len == 0:
                 return 1
@@ -1229,17 +1230,10 @@ def post_at(Engine eng, remote, object op, object descs, int priority):
     large copies into mapped memory go to the copy thread, queued at that
     priority. Complete with ``flush_at`` of the same priority."""
     cdef vector[TransferOpDesc] v
-    cdef AscendString cr = _remote(remote)
-    cdef int cop = _opcode(op)
-    cdef Status st
     _descs(descs, v)
     if not eng._usable():
         raise ParamError(f"TransferPost({remote!r}): the engine is finalized")
-    eng._calls += 1
-    with nogil:
-        st = TransferPost(eng._h[0], cr, <TransferOp>cop, v, MEM_HOST, cop == WRITE, <Priority>priority)
-    eng._calls -= 1
-    _check(st, f"TransferPost({remote!r}, {v.size()} blocks)")
+    _post(eng, remote, op, v, False, True, priority)
 
 
 def flush_at(Engine eng, remote, int priority, timeout_ms=None):

@@ -3,6 +3,7 @@ known number of bytes, blocks and notifies to the next rank, serves its
 metrics for Prometheus, and the previous rank scrapes them over HTTP while
 the run goes on and checks them against what was moved."""
 import re
+import time
 import urllib.request
 
 import numpy as np
@@ -50,7 +51,18 @@ def test_scraped_counts_match_what_moved(comm, rank, size):
         for k in range(NOTIFIES):
             eng.send_notify(remote, f"n{k}")
         comm.Barrier()  # every rank moved its share; the servers still run
-        got = _scrape(ports[prev])  # the previous rank's engine, which wrote to this one
+        try:
+            got = _scrape(ports[prev])  # the previous rank's engine, which wrote to this one
+            # A notify's sender returns once it is sent, not once this engine
+            # took it in: receive them as a user would, within a deadline.
+            names, deadline = [], time.monotonic() + 20
+            while len(names) < NOTIFIES and time.monotonic() < deadline:
+                eng.wait_notifies(500)
+                names += [n for n, _ in eng.get_notifies()]
+        finally:
+            # Every rank's scrape is done before any server stops, and a rank
+            # whose scrape failed leaves no other in this barrier.
+            comm.Barrier()
         r = f'rank="{prev}"'
         assert got[("agent_tx_bytes_total", r)] == WRITES * WRITE_BLOCK, got
         assert got[("agent_rx_bytes_total", r)] == READS * READ_BLOCK
@@ -63,11 +75,10 @@ def test_scraped_counts_match_what_moved(comm, rank, size):
         peer = f'peer="{eng.address}",{r}'  # the previous rank's one peer is this rank's engine
         assert got[("hixl_rma_peer_tx_bytes_total", peer)] == WRITES * WRITE_BLOCK
         assert got[("hixl_rma_peer_rx_ops_total", peer)] == READS
-        # and this rank's own, as a dict: what it received
-        mine = telemetry.snapshot(eng)
-        assert mine["total"]["write_bytes"] == WRITES * WRITE_BLOCK
+        # and this rank's own, as a dict: what it wrote and received
+        assert telemetry.snapshot(eng)["total"]["write_bytes"] == WRITES * WRITE_BLOCK
+        assert sorted(names) == [f"n{k}" for k in range(NOTIFIES)], names
         assert eng.stats()["notifies_received"] == NOTIFIES
-        comm.Barrier()  # the scrapes are done before any server stops
     finally:
         if server is not None:
             server.shutdown()

@@ -41,9 +41,11 @@ def _check(proc, what):
     return proc.stdout
 
 
-@pytest.mark.parametrize("n, per_host", [(2, "1,1"), (3, "2,1"), (3, "1,1,1")], ids=["1+1", "2+1", "1+1+1"])
+@pytest.mark.parametrize("n, per_host", [(3, "2,1"), (3, "1,1,1")], ids=["2+1", "1+1+1"])
 def test_core_suite_across_hosts(hosts, n, per_host):
-    """The multi-rank core suite: shared memory and the network in one job."""
+    """The multi-rank core suite: shared memory and the network in one job
+    (2+1), and every pair across the network (1+1+1, which covers what
+    two ranks on two hosts would: CI's time goes to the three-rank runs)."""
     out = _check(hosts.mpiexec([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--with-mpi",
                                 "-m", "core", str(ROOT / "tests" / "mpi")], n, per_host, timeout=600,
                                env=_env(), cwd=ROOT), f"core suite at -n {n} ({per_host})")

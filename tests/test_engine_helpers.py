@@ -207,7 +207,11 @@ def _notify_stuck_behind_a_stalled_peer(a, peer, proc, timeout_ms):
     stop(proc)
     a.atomic_post(r, peer["words"], "ADD", 1)  # software atomic: needs the stopped peer
     src = np.ones(8 * MiB, np.uint8)
-    put_batch(a, r, src, peer["mem"], peer["size"])
+    # Copies enough to still run when the notify is posted: one batch is done
+    # in about a millisecond, which a busy machine's scheduler can take from
+    # this thread between the two calls (the notify is then sent directly).
+    for _ in range(8):
+        put_batch(a, r, src, peer["mem"], peer["size"])
     assert a.post_notify(r, "tag", b"", timeout_ms)  # queued behind the copies
     return src
 

@@ -87,6 +87,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         uint64_t vectored_ops, vectored_calls
     cdef struct PeerStats:
         uint64_t bytes_written, bytes_read, ops, answers_held, detached
+        uint32_t bulk_lane
     cdef enum class Priority "hixl::ext::Priority":
         HIGH
         NORMAL
@@ -100,6 +101,8 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     cdef cppclass PeerTelemetry:
         string address
         TelemetryCounters counters
+        TelemetryHistogram post_time, completion_time
+        uint64_t notifies_received
     cdef cppclass CTelemetry "hixl::ext::Telemetry":
         cpp_bool enabled
         TelemetryCounters total
@@ -973,7 +976,8 @@ cdef class Engine:
 
     def telemetry(self):
         """The engine's telemetry (option Telemetry) as a dict: ``enabled``, ``total`` and ``peers``
-        (engine address -> counters), ``post_time`` and ``completion_time`` (``buckets``: counts per
+        (engine address -> counters, with that peer's ``post_time``, ``completion_time`` and
+        ``notifies_received``), ``post_time`` and ``completion_time`` (``buckets``: counts per
         log2 bucket of microseconds, bucket i under 2**i us; ``count``; ``sum_us``), ``connects``,
         ``connect_failures``, ``accepts``, ``errors`` (status -> failed calls). UnsupportedError on
         vendor HIXL."""
@@ -982,7 +986,11 @@ cdef class Engine:
         _check(GetTelemetry(self._h[0], t), "GetTelemetry")
         peers = {}
         for i in range(t.peers.size()):
-            peers[t.peers[i].address.decode(errors="replace")] = _counters(t.peers[i].counters)
+            c = _counters(t.peers[i].counters)
+            c.update(post_time=_histogram(t.peers[i].post_time), completion_time=_histogram(t.peers[i].completion_time),
+                     notifies_received=None if t.peers[i].notifies_received == <uint64_t>-1
+                     else t.peers[i].notifies_received)
+            peers[t.peers[i].address.decode(errors="replace")] = c
         return dict(enabled=bool(t.enabled), total=_counters(t.total), peers=peers,
                     post_time=_histogram(t.post_time), completion_time=_histogram(t.completion_time),
                     connects=t.connects, connect_failures=t.connect_failures, accepts=t.accepts,
@@ -1011,7 +1019,7 @@ cdef class Engine:
         cdef PeerStats s
         _check(GetPeerStats(self._h[0], _remote(remote), s), f"GetPeerStats({remote!r})")
         return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops,
-                    answers_held=s.answers_held, detached=s.detached)
+                    answers_held=s.answers_held, detached=s.detached, bulk_lane=bool(s.bulk_lane))
 
 
 cdef dict _counters(const TelemetryCounters &c):

@@ -36,7 +36,8 @@ struct Stats {
 };
 struct PeerStats {
   uint64_t bytes_written, bytes_read, ops, answers_held, detached;
-  uint8_t reserved[16];
+  uint32_t bulk_lane;
+  uint8_t reserved[12];
 };
 constexpr size_t kTelemetryBuckets = 32;
 struct TelemetryCounters {
@@ -49,6 +50,8 @@ struct TelemetryHistogram {
 struct PeerTelemetry {
   std::string address;
   TelemetryCounters counters;
+  TelemetryHistogram post_time, completion_time;
+  uint64_t notifies_received;
 };
 struct Telemetry {
   bool enabled;

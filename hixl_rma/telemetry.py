@@ -22,8 +22,10 @@ def snapshot(engine=None):
     (``*_ops``), posting calls (``*_requests``), notifies sent, failed calls),
     ``post_time`` and ``completion_time`` (log2 histograms of microseconds),
     connections made, accepted and failed, ``errors`` by status name,
-    ``notifies_received``, and ``peers``: each connected peer's counters,
-    keyed by its world rank where it is one of this job's, else its address.
+    ``notifies_received``, and ``peers``: each connected peer's counters
+    (with its own ``post_time``, ``completion_time`` and ``notifies_received``:
+    what it sent this engine, None for a peer without an engine id), keyed by
+    its world rank where it is one of this job's, else its address.
     ``engine``: another Engine than this rank's (its peers keyed by address)."""
     st = _rt.runtime() if engine is None else None
     engine = st.engine if st is not None else engine
@@ -75,26 +77,36 @@ def _collect(source):
     for status, n in sorted(snap["errors"].items()):
         errors.add_metric([rank, status], n)
     yield errors
+    peers = sorted(snap["peers"].items(), key=lambda kv: str(kv[0]))
     for name, key, doc in (("agent_xfer_time_us", "completion_time", "first post until its completion, us"),
                            ("agent_xfer_post_time_us", "post_time", "time of a posting call, us")):
-        h = snap[key]
-        buckets, running = [], 0
-        for i, n in enumerate(h["buckets"][:-1]):
-            running += n
-            buckets.append((str(float(2 ** i)), running))
-        buckets.append(("+Inf", h["count"]))
         fam = HistogramMetricFamily(name, doc, labels=["rank"])
-        fam.add_metric([rank], buckets, sum_value=h["sum_us"])
+        fam.add_metric([rank], *_buckets(snap[key]))
+        yield fam
+        fam = HistogramMetricFamily(f"hixl_rma_peer_{key}_us", f"per peer: {doc}", labels=["rank", "peer"])
+        for peer, counters in peers:
+            fam.add_metric([rank, str(peer)], *_buckets(counters[key]))
         yield fam
     fields = (("tx_bytes", "write_bytes"), ("rx_bytes", "read_bytes"), ("tx_ops", "write_ops"),
               ("rx_ops", "read_ops"), ("tx_requests", "write_requests"), ("rx_requests", "read_requests"),
-              ("notifies_sent", "notifies_sent"), ("errors", "errors"))
+              ("notifies_sent", "notifies_sent"), ("notifies_received", "notifies_received"), ("errors", "errors"))
     for metric, key in fields:
         fam = CounterMetricFamily(f"hixl_rma_peer_{metric}", f"per peer: {key.replace('_', ' ')}",
                                   labels=["rank", "peer"])
-        for peer, counters in sorted(snap["peers"].items(), key=lambda kv: str(kv[0])):
-            fam.add_metric([rank, str(peer)], counters[key])
+        for peer, counters in peers:
+            if counters[key] is not None:  # notifies_received of a peer without an engine id: not known
+                fam.add_metric([rank, str(peer)], counters[key])
         yield fam
+
+
+def _buckets(h):
+    """A log2 histogram as prometheus_client takes it: (cumulative buckets, sum)."""
+    buckets, running = [], 0
+    for i, n in enumerate(h["buckets"][:-1]):
+        running += n
+        buckets.append((str(float(2 ** i)), running))
+    buckets.append(("+Inf", h["count"]))
+    return buckets, h["sum_us"]
 
 
 class _Collector:

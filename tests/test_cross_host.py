@@ -92,6 +92,52 @@ def test_engines_advertise_the_hosts_network(hosts, tmp_path):
         assert seen == "100,101,102", out
 
 
+BULK_LANE = textwrap.dedent(r'''
+    import sys
+    import numpy as np
+    from mpi4py import MPI
+    import hixl_rma
+    comm = MPI.COMM_WORLD
+    hixl_rma.Init()
+    n = 8 << 20
+    big, small = np.zeros(n, np.uint8), np.zeros(1 << 16, np.uint8)
+    bulk = hixl_rma.Win.Create(big, 1, {"priority": "bulk"}, comm)
+    high = hixl_rma.Win.Create(small, 1, {"priority": "high"}, comm)
+    stream = (np.arange(n) % 251).astype(np.uint8)
+    bulk.Lock_all()
+    high.Lock_all()
+    if comm.rank == 0:
+        for r in (1, 2):
+            bulk.Put(stream, r, 0)
+            high.Put(np.full(small.size, 7, np.uint8), r, 0)
+            high.Flush(r)  # the high window's own: not the bulk bytes before it
+        bulk.Flush_all()
+    high.Unlock_all()
+    bulk.Unlock_all()
+    comm.Barrier()
+    rt = hixl_rma.runtime.runtime()
+    lanes = [rt.engine.peer_stats(rt.addresses[r])["bulk_lane"] if r != comm.rank else None for r in range(3)]
+    ok = comm.rank == 0 or (np.array_equal(big, stream) and np.all(small == 7))
+    with open(f"{sys.argv[1]}.{comm.rank}", "w") as f:  # one file per rank: stdout would interleave
+        print("RESULT", comm.rank, ",".join(map(str, lanes)), ok, file=f)
+    high.Free()
+    bulk.Free()
+''')
+
+
+def test_bulk_lane_across_hosts(hosts, tmp_path):
+    """A bulk window's Puts to a rank on another host go over a connection
+    of their own (the bulk lane), to a rank on the same host by memcpy or
+    cma as before (no lane); the bytes of both windows arrive."""
+    script = tmp_path / "lane.py"
+    script.write_text(BULK_LANE)
+    _check(hosts.mpiexec([sys.executable, str(script), str(tmp_path / "out")], 3, "2,1", timeout=120,
+                         env=_env()), "bulk lane")
+    rows = [(tmp_path / f"out.{r}").read_text().split() for r in range(3)]
+    assert rows[0] == ["RESULT", "0", "None,False,True", "True"], rows  # rank 2 is on the other host
+    assert [r[3] for r in rows] == ["True"] * 3, rows
+
+
 UNREACHABLE = textwrap.dedent(r'''
     import os, sys
     import numpy as np

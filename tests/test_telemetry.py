@@ -53,6 +53,33 @@ def _pair(on):
     return a, b
 
 
+def test_notifies_received_per_peer():
+    """Each notification carries its sender's engine id: the receiver counts
+    them per peer (a peer it is connected to, by the id that peer proved)."""
+    a, b, c = (hixl_rma.Engine("127.0.0.1:0", {"Telemetry": "1", "EngineId": f"e{i}"}) for i in range(3))
+    try:
+        for sender, n in ((a, 3), (c, 2)):
+            sender.connect(b.address)
+            for k in range(n):
+                sender.send_notify(b.address, f"n{k}")
+        b.connect(a.address)
+        b.connect(c.address)
+        got = []
+        for _ in range(200):
+            if len(got) == 5:
+                break
+            b.wait_notifies(100)
+            got += b.get_notifies()
+        assert len(got) == 5, got
+        peers = b.telemetry()["peers"]
+        assert peers[a.address]["notifies_received"] == 3 and peers[c.address]["notifies_received"] == 2, peers
+        assert b.stats()["notifies_received"] == 5
+        assert a.telemetry()["peers"][b.address]["notifies_received"] == 0
+    finally:
+        for e in (a, b, c):
+            e.finalize()
+
+
 def test_counts_match_what_moved():
     a, b = _pair(True)
     try:
@@ -77,7 +104,12 @@ def test_counts_match_what_moved():
         want = dict(write_bytes=7 * 48, read_bytes=150, write_ops=21, read_ops=2, write_requests=7,
                     read_requests=2, notifies_sent=2, errors=1)
         assert t["total"] == want
-        assert t["peers"] == {b.address: want}
+        assert list(t["peers"]) == [b.address]
+        peer = t["peers"][b.address]
+        assert {k: peer[k] for k in want} == want
+        # its one peer: every timed call named it
+        assert peer["post_time"] == t["post_time"] and peer["completion_time"] == t["completion_time"]
+        assert peer["notifies_received"] is None  # engines without ids (option EngineId): not attributable
         assert t["errors"] == {hixl_rma.errors.PARAM_INVALID: 1}
         # timed: the first of the 7 posts (one in 16 per peer), the sync READ, the async request
         assert t["post_time"]["count"] == 3

@@ -47,6 +47,7 @@ constexpr auto kRefusedRetryFor = std::chrono::milliseconds(300);
 constexpr int32_t kFinalizeTeardownMs = 2000;
 constexpr int32_t kByeMs = 200;  // the most Finalize spends telling its clients it goes
 constexpr int kNoRetry = 0, kRetryRefused = 1, kRetryDropped = 2;
+constexpr size_t kMaxNotifySenders = 4096;  // engine ids whose notifies are counted apart (telemetry)
 constexpr int32_t kFailedConnectTeardownMs = 1000;
 /// The progress thread's poll window never stretches beyond this.
 constexpr std::chrono::microseconds kMaxPollWindow{500};
@@ -213,6 +214,7 @@ void ControlPlane::Stop() {
   {
     std::lock_guard<std::mutex> lk(notify_mu_);
     notifies_.clear();
+    notifies_from_.clear();
   }
   if (worker_) {
     // The worker may outlive this plane (an endpoint a late call still
@@ -414,7 +416,8 @@ Status ControlPlane::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoin
 // ------------------------------------------------------------ connections
 
 Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id,
-                               Deadline deadline, UniqueFd &sock, std::string &payload, int &retry) {
+                               Deadline deadline, UniqueFd &sock, std::string &payload, int &retry,
+                               std::string &proven_id) {
   retry = kNoRetry;
   std::string err;
   int sys_err = 0;
@@ -461,6 +464,7 @@ Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, co
                 "Connect to " + remote + ": the handshake was cut short");
   if (h.type != static_cast<uint16_t>(Msg::HELLO_OK))
     return Fail(FAILED, "Connect to " + remote + " refused: job token mismatch");
+  proven_id = server_id;
   return SUCCESS;
 }
 
@@ -473,17 +477,36 @@ Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms, cons
     std::lock_guard<std::mutex> lk(mu_);
     if (peers_.count(remote)) return Fail(ALREADY_CONNECTED, "Connect: already connected to " + remote);
   }
-  auto deadline = DeadlineIn(timeout_ms);
+  PeerPtr peer;
+  Status st = Dial(remote, hp, expected_id, DeadlineIn(timeout_ms), peer);
+  return st == SUCCESS ? Publish(peer, true) : st;
+}
+
+Status ControlPlane::OpenLane(const PeerPtr &peer, Deadline deadline, PeerPtr &lane) {
+  if (!started()) return Fail(FAILED, "engine is not initialized");
+  HostPort hp;
+  if (!ParseHostPort(peer->name, hp)) return Fail(PARAM_INVALID, "bulk lane: '" + peer->name + "' is not ip:port");
+  PeerPtr made;
+  Status st = Dial(peer->name, hp, peer->engine_id, deadline, made);
+  if (st != SUCCESS) return st;
+  made->is_lane = true;
+  st = Publish(made, false);
+  if (st == SUCCESS) lane = std::move(made);
+  return st;
+}
+
+Status ControlPlane::Dial(const std::string &remote, const HostPort &hp, const std::string &expected_id,
+                          Deadline deadline, PeerPtr &out) {
   const auto refused_until = std::min(deadline, Clock::now() + kRefusedRetryFor);
-  // The socket stays this call's until the peer is published: no other
-  // owner, so a failure closes it exactly once.
+  // The socket stays this call's until the peer holds it: no other owner,
+  // so a failure closes it exactly once.
   UniqueFd sock;
-  std::string payload;
+  std::string payload, proven_id;
   Status st;
   auto pause = std::chrono::milliseconds(5);
   for (;;) {
     int retry = kNoRetry;
-    st = Handshake(remote, hp, expected_id, deadline, sock, payload, retry);
+    st = Handshake(remote, hp, expected_id, deadline, sock, payload, retry, proven_id);
     if (st == SUCCESS || retry == kNoRetry) break;
     sock.reset();
     auto until = retry == kRetryRefused ? refused_until : deadline;
@@ -494,6 +517,7 @@ Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms, cons
   if (st != SUCCESS) return st;
   auto peer = std::make_shared<Peer>();
   peer->name = remote;
+  peer->engine_id = proven_id;
   Cursor c(payload.data(), payload.size());
   std::string worker_addr;
   HostIdentity identity;
@@ -519,24 +543,36 @@ Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms, cons
     return FromUcs(s, "Connect to " + remote + ": ucp_ep_create failed");
   }
   st = DecodeTable(*peer, peer->ep, c, {}, peer->regions);
-  if (st == SUCCESS) EnableCma(*peer, identity, std::move(pidfd), held);
+  if (st != SUCCESS) {
+    std::string keep = LastErrorText();
+    TeardownPeer(peer, DeadlineIn(kFailedConnectTeardownMs));  // the endpoint and keys; sock closes on return
+    return Fail(st, keep);
+  }
+  EnableCma(*peer, identity, std::move(pidfd), held);
+  {
+    std::lock_guard<std::mutex> sl(peer->send_mu);
+    peer->fd = std::move(sock);  // from here on the peer owns the socket
+  }
+  out = std::move(peer);
+  return SUCCESS;
+}
+
+Status ControlPlane::Publish(const PeerPtr &peer, bool by_name) {
+  Status st = SUCCESS;
   {
     std::lock_guard<std::mutex> lk(mu_);
-    if (st == SUCCESS && peers_.count(remote)) st = Fail(ALREADY_CONNECTED, "Connect: already connected to " + remote);
-    if (st == SUCCESS) {
+    if (by_name && peers_.count(peer->name)) {
+      st = Fail(ALREADY_CONNECTED, "Connect: already connected to " + peer->name);
+    } else {
       peer->conn_id = next_id_++;
-      {
-        std::lock_guard<std::mutex> sl(peer->send_mu);
-        peer->fd = std::move(sock);  // from here on the peer owns the socket
-      }
-      peers_[remote] = peer;
+      if (by_name) peers_[peer->name] = peer;
       peer_by_conn_[peer->conn_id] = peer;
       EpollAdd(epoll_fd_.get(), peer->fd.get(), peer->conn_id);
       return SUCCESS;
     }
   }
   std::string keep = LastErrorText();
-  TeardownPeer(peer, DeadlineIn(kFailedConnectTeardownMs));  // the endpoint and keys; sock closes on return
+  TeardownPeer(peer, DeadlineIn(kFailedConnectTeardownMs));  // says BYE; the progress thread closes the socket
   return Fail(st, keep);
 }
 
@@ -553,6 +589,15 @@ void ControlPlane::EnableCma(Peer &peer, const HostIdentity &id, UniqueFd pidfd,
 }
 
 void ControlPlane::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
+  PeerPtr lane;
+  {
+    std::lock_guard<std::mutex> ll(peer->lane_mu);  // waits for a lane being made: it is torn down too
+    lane = std::move(peer->bulk_lane);
+    peer->bulk_lane = nullptr;
+    peer->lane_closed = true;
+    peer->has_lane = false;
+  }
+  if (lane) TeardownPeer(lane, deadline);  // its bulk work completes first, as the peer's own does below
   std::shared_ptr<Endpoint> ep = peer->endpoint();
   if (!peer->dead && ep) {
     copier_.RunFor(peer, deadline);  // its detached jobs end first (this thread does what is left)
@@ -1117,19 +1162,35 @@ void ControlPlane::MarkDead(const PeerPtr &peer, const std::string &why) {
 ucs_status_t ControlPlane::OnNotify(void *arg, const void *header, size_t header_length, void *data, size_t length,
                                     const ucp_am_recv_param_t *param) {
   auto *self = static_cast<ControlPlane *>(arg);
-  uint32_t lens[2];
-  if (header_length != sizeof(lens) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
+  uint32_t lens[3];  // name, message, sender's engine id
+  if (header_length < sizeof(lens) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
   std::memcpy(lens, header, sizeof(lens));
-  if (static_cast<size_t>(lens[0]) + lens[1] != length) return UCS_OK;
+  if (static_cast<size_t>(lens[0]) + lens[1] != length || lens[2] > kMaxNameLen ||
+      header_length != sizeof(lens) + lens[2])
+    return UCS_OK;
   const char *p = static_cast<const char *>(data);
   NotifyDesc n{AscendString(p, lens[0]), AscendString(p + lens[0], lens[1])};
+  std::string from(static_cast<const char *>(header) + sizeof(lens), lens[2]);
   {
     std::lock_guard<std::mutex> lk(self->notify_mu_);
     self->notifies_.push_back(std::move(n));
+    // Bounded: senders beyond the first kMaxNotifySenders ids are counted in the engine's total only.
+    auto it = self->notifies_from_.find(from);
+    if (it != self->notifies_from_.end())
+      ++it->second;
+    else if (self->notifies_from_.size() < kMaxNotifySenders)
+      self->notifies_from_.emplace(std::move(from), 1);
   }
   self->notify_cv_.notify_all();
   ++self->notifies_received_;
   return UCS_OK;
+}
+
+uint64_t ControlPlane::NotifiesReceivedFrom(const std::string &engine_id) {
+  if (engine_id.empty()) return ext::kNotifiesUnattributed;  // engines without ids cannot be told apart
+  std::lock_guard<std::mutex> lk(notify_mu_);
+  auto it = notifies_from_.find(engine_id);
+  return it == notifies_from_.end() ? 0 : it->second;
 }
 
 Status ControlPlane::GetNotifies(std::vector<NotifyDesc> &notifies) {

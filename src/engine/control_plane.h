@@ -118,6 +118,9 @@ class ControlPlane {
 
   /** @brief Handshake with `remote` and connect; a non-empty `expected_id` must be the id it proves. */
   Status Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id = std::string());
+  /** @brief A second connection to the engine `peer` reached, for its bulk traffic (Peer::bulk_lane): it
+   *         must prove the same engine id; served like a peer, but not found by name. */
+  Status OpenLane(const PeerPtr &peer, Deadline deadline, PeerPtr &lane);
   Status Disconnect(const std::string &remote, int32_t timeout_ms);
   /** @brief The peer connected as `remote`, or null. */
   PeerPtr Find(const std::string &remote);
@@ -133,6 +136,8 @@ class ControlPlane {
   void PopulateMapped(Deadline deadline) { prefaulter_.Drain(deadline); }
 
   Status GetNotifies(std::vector<NotifyDesc> &notifies);
+  /** @brief Notifies received from the engine of this (proven) id so far; kNotifiesUnattributed for "". */
+  uint64_t NotifiesReceivedFrom(const std::string &engine_id);
   /** @brief Sleep until a notify is queued or timeout_ms passed (ext::WaitNotifies). */
   Status WaitNotifies(int32_t timeout_ms);
   /** @brief Fill in the counters this plane keeps (regions, endpoints, accepted, table refreshes, notifies received). */
@@ -167,7 +172,13 @@ class ControlPlane {
   Status DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
                      const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out);
   Status Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id, Deadline deadline,
-                   UniqueFd &sock, std::string &payload, int &retry);
+                   UniqueFd &sock, std::string &payload, int &retry, std::string &proven_id);
+  /** @brief Handshake (retried while refused or dropped, within `deadline`), endpoint, table: a peer
+   *         holding its control socket, not yet published. */
+  Status Dial(const std::string &remote, const HostPort &hp, const std::string &expected_id, Deadline deadline,
+              PeerPtr &out);
+  /** @brief Make a dialed peer served (its socket in epoll), and found by name when `by_name`. */
+  Status Publish(const PeerPtr &peer, bool by_name);
   void HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
   Status ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
                         uint64_t *seq = nullptr);
@@ -205,6 +216,7 @@ class ControlPlane {
   std::mutex notify_mu_;
   std::condition_variable notify_cv_;  ///< signalled when notifies_ gets one, and at Stop
   std::deque<NotifyDesc> notifies_;
+  std::map<std::string, uint64_t> notifies_from_;  ///< by the sender's engine id (under notify_mu_)
 
   /// Bumped whenever a peer region may stop being mapped here (retired key,
   /// dropped peer): direct pointers cached by callers are stale after a change.

@@ -37,6 +37,29 @@ Status DataPlane::LookupPeer(const std::string &remote, PeerPtr &peer) {
   return SUCCESS;
 }
 
+PeerPtr DataPlane::BulkRoute(const PeerPtr &peer, LazyDeadline &deadline) {
+  // A same-node peer's bytes go by memcpy or cma, which the copy thread
+  // already orders by priority: a lane would add nothing there.
+  if (peer->is_lane || peer->cma.load(std::memory_order_relaxed)) return peer;
+  if (peer->has_lane.load(std::memory_order_acquire)) {
+    PeerPtr lane = peer->lane();
+    if (lane) return lane;
+  }
+  std::lock_guard<std::mutex> ll(peer->lane_mu);  // one caller makes it; the others take it
+  if (peer->bulk_lane) return peer->bulk_lane;
+  if (peer->lane_closed || peer->lane_failed) return peer;
+  PeerPtr lane;
+  if (control_.OpenLane(peer, deadline.get(), lane) != SUCCESS) {
+    // The peer takes no second connection now (out of descriptors, at its
+    // limit of strangers, gone): bulk shares the endpoint, as without a lane.
+    peer->lane_failed = true;
+    return peer;
+  }
+  peer->bulk_lane = lane;
+  peer->has_lane.store(true, std::memory_order_release);
+  return lane;
+}
+
 Status DataPlane::Resolve(const PeerPtr &peer, DescSpan descs, std::vector<const RemoteRegion *> &where,
                           std::shared_lock<std::shared_mutex> &lock, LazyDeadline &deadline) {
   where.resize(descs.size());
@@ -223,6 +246,15 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyD
   if (op != READ && op != WRITE) return Fail(PARAM_INVALID, "transfer: operation must be READ or WRITE");
   posted = false;
   if (detached != nullptr) *detached = false;
+  if (priority == ext::Priority::BULK && !peer->is_lane) {
+    PeerPtr lane = BulkRoute(peer, deadline);
+    if (lane != peer) {
+      if (lane->dead) return lane->Error("transfer");
+      // No detached copies on a lane: a flush of the peer completes the
+      // lane's UCX operations, and a notify's wait would not see its copies.
+      return Post(lane, op, descs, deadline, posted, local_host, false, detached, priority);
+    }
+  }
   if (descs.size() == 1) {
     bool done = false;
     Status st = PostOne(*peer, op, descs[0], local_host, posted, done);
@@ -292,6 +324,14 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyD
 
 Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached,
                             ext::Priority priority) {
+  if (priority == ext::Priority::BULK) {  // everything to the peer: its bulk lane's too
+    PeerPtr lane = peer->lane();
+    if (lane) {
+      if (lane->dead) return lane->Error(what);
+      Status st = WaitFlush(lane, deadline, what, detached, priority);
+      if (st != SUCCESS) return st;
+    }
+  }
   if (detached) {
     Status st = copier_.Complete(peer, deadline, what, priority);
     if (st != SUCCESS) return st;
@@ -600,9 +640,9 @@ Status DataPlane::PostNotify(const std::string &remote, const NotifyDesc &notify
   // and every earlier UCX operation to the peer are complete there.
   auto name = std::make_shared<std::string>(notify.name.GetString(), nlen);
   auto msg = std::make_shared<std::string>(notify.notify_msg.GetString(), mlen);
-  copier_.SubmitNotify(peer, [this, peer, name, msg, timeout_ms] {
+  copier_.SubmitNotify(peer, [this, peer, name, msg, timeout_ms, priority] {
     NotifyDesc n{AscendString(name->data(), name->size()), AscendString(msg->data(), msg->size())};
-    return SendNotifyTo(peer, n, DeadlineIn(timeout_ms), false);
+    return SendNotifyTo(peer, n, DeadlineIn(timeout_ms), false, priority);  // not behind the bulk lane's bytes
   }, priority);
   queued = true;
   return SUCCESS;
@@ -619,7 +659,12 @@ Status DataPlane::SendNotifyTo(const PeerPtr &peer, const NotifyDesc &notify, De
   if (st != SUCCESS) return st;
   std::shared_ptr<Endpoint> ep = peer->endpoint();
   if (!ep) return peer->Gone("SendNotify");
-  uint32_t lens[2] = {static_cast<uint32_t>(nlen), static_cast<uint32_t>(mlen)};
+  // Header: the two lengths, then this engine's id (its length first), by
+  // which the receiver counts what each peer sent it (telemetry).
+  const std::string &id = options_.engine_id;
+  uint32_t lens[3] = {static_cast<uint32_t>(nlen), static_cast<uint32_t>(mlen), static_cast<uint32_t>(id.size())};
+  std::string header(reinterpret_cast<const char *>(lens), sizeof(lens));
+  header += id;
   std::string data(notify.name.GetString(), nlen);
   data.append(notify.notify_msg.GetString(), mlen);
   ucp_request_param_t param;
@@ -627,7 +672,8 @@ Status DataPlane::SendNotifyTo(const PeerPtr &peer, const NotifyDesc &notify, De
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_COPY_HEADER;
   peer->ucx_unflushed = true;
-  void *req = ucp_am_send_nbx(ep->get(), kNotifyAmId, lens, sizeof(lens), data.data(), data.size(), &param);
+  void *req =
+      ucp_am_send_nbx(ep->get(), kNotifyAmId, header.data(), header.size(), data.data(), data.size(), &param);
   ucs_status_t us = ep->worker()->Wait(req, deadline, [&] { return peer->Abort(); });
   if (us != UCS_OK) {
     // The data buffer may still be read by UCX after a timeout; keep it.
@@ -648,6 +694,12 @@ Status DataPlane::GetPeerStats(const std::string &remote, ext::PeerStats &s) {
   s.bytes_read = peer->bytes_read;
   s.ops = peer->ops;
   s.detached = peer->detached.load(std::memory_order_acquire);
+  if (PeerPtr lane = peer->lane()) {  // the peer's bulk transfers went there
+    s.bytes_written += lane->bytes_written;
+    s.bytes_read += lane->bytes_read;
+    s.ops += lane->ops;
+    s.bulk_lane = 1;
+  }
   std::lock_guard<std::mutex> rl(peer->resp_mu);
   for (const auto &kv : peer->responses) s.answers_held += kv.second.answered ? 1 : 0;
   return SUCCESS;

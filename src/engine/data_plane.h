@@ -93,6 +93,9 @@ class DataPlane {
 
  private:
   Status LookupPeer(const std::string &remote, PeerPtr &peer);
+  /** @brief Where bulk-priority work to `peer` goes: its bulk lane when its bytes go by UCX (the lane is
+   *         made at the first such call; see Peer::bulk_lane), else `peer` itself. */
+  PeerPtr BulkRoute(const PeerPtr &peer, LazyDeadline &deadline);
   /** @brief The region of each block (null for an empty one), fetching the table again once on a miss. */
   Status Resolve(const PeerPtr &peer, DescSpan descs, std::vector<const RemoteRegion *> &where,
                  std::shared_lock<std::shared_mutex> &lock, LazyDeadline &deadline);

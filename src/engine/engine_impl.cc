@@ -57,8 +57,10 @@ Status HixlImpl::GetTelemetry(ext::Telemetry &out) {
   out.accepts = control_.accepts_total();
   out.peers.clear();
   for (const engine::PeerPtr &p : control_.Peers()) {
-    out.peers.push_back(ext::PeerTelemetry{p->name, {}});
-    p->telemetry.Fill(out.peers.back().counters);
+    out.peers.emplace_back();
+    out.peers.back().address = p->name;
+    p->telemetry.Fill(out.peers.back());
+    out.peers.back().notifies_received = control_.NotifiesReceivedFrom(p->engine_id);
   }
   return SUCCESS;
 }

@@ -121,9 +121,10 @@ Status Hixl::TransferAsync(const AscendString &remote_engine, TransferOp operati
   if (!impl_->telemetry().on()) return Counted(*impl_, call());
   engine::PeerPtr hold;
   int64_t t0 = 0;
-  Status st = Posting(*impl_, impl_->PeerCountersOf(remote, hold), operation, op_descs.data(), op_descs.size(),
-                      call, &t0);
-  if (st == SUCCESS) impl_->telemetry().AsyncPosted(req, t0);
+  engine::PeerCounters *peer = impl_->PeerCountersOf(remote, hold);
+  Status st = Posting(*impl_, peer, operation, op_descs.data(), op_descs.size(), call, &t0);
+  // The request keeps the peer's counters alive (aliasing the peer) until it is reported finished.
+  if (st == SUCCESS) impl_->telemetry().AsyncPosted(req, t0, std::shared_ptr<engine::PeerCounters>(hold, peer));
   return st;
 }
 

@@ -20,6 +20,12 @@ std::shared_ptr<Endpoint> Peer::endpoint() const {
   return ep;
 }
 
+std::shared_ptr<Peer> Peer::lane() {
+  if (!has_lane.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard<std::mutex> ll(lane_mu);
+  return bulk_lane;
+}
+
 const RemoteRegion *Peer::Find(uintptr_t addr, size_t len) const {
   auto it = std::upper_bound(regions.begin(), regions.end(), addr,
                              [](uintptr_t a, const RemoteRegion &r) { return a < r.addr; });

@@ -98,6 +98,25 @@ struct Peer {
   std::atomic<uint64_t> bytes_written{0}, bytes_read{0}, ops{0};
   PeerCounters telemetry;  ///< recorded by the facade while option Telemetry is on (telemetry.h)
 
+  /// The engine id this peer proved in its handshake (a lane must reach the same engine).
+  std::string engine_id;
+  /// The bulk lane: a second connection to the same engine (its own control
+  /// socket, UCX endpoint and keys) that carries this engine's bulk-priority
+  /// transfers where bytes go as UCX operations. UCX has no priority per
+  /// operation and an endpoint's flush covers all posted on it, so a high or
+  /// normal flush on `ep` would otherwise wait for every bulk byte queued
+  /// before it. Made by the first bulk transfer (DataPlane::BulkRoute), torn
+  /// down with this peer; `has_lane` lets a flush skip lane_mu.
+  std::mutex lane_mu;
+  std::shared_ptr<Peer> bulk_lane;  ///< under lane_mu
+  bool lane_closed = false;  ///< under lane_mu: torn down, no lane may be made any more
+  bool lane_failed = false;  ///< under lane_mu: making one failed; bulk shares `ep`
+  std::atomic<bool> has_lane{false};
+  bool is_lane = false;  ///< this peer is another's bulk lane (set before it is published)
+
+  /** @brief The bulk lane, or null. */
+  std::shared_ptr<Peer> lane();  ///< recorded by the facade while option Telemetry is on (telemetry.h)
+
   /// Detached jobs (copies, notifies: detached.h) in flight for this peer,
   /// and the first failure among those ended since it was last taken
   /// (status and text under detached_mu, detached_failed says there is one).

@@ -29,6 +29,12 @@ void PeerCounters::Fill(ext::TelemetryCounters &out) const {
   out.errors = errors.load(kRelaxed);
 }
 
+void PeerCounters::Fill(ext::PeerTelemetry &out) const {
+  Fill(out.counters);
+  post.Fill(out.post_time);
+  completion.Fill(out.completion_time);
+}
+
 void Histogram::Record(int64_t ns) {
   if (ns < 0) ns = 0;
   const uint64_t us = static_cast<uint64_t>(ns) / 1000;
@@ -61,10 +67,11 @@ void Telemetry::Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_
   }
   if (!timed) return;
   post_.Record(t1 - t0);
+  if (peer != nullptr) peer->post.Record(t1 - t0);
   // Only the first timed post since the last flush starts the completion time
   // (a race between two posting threads keeps one of their starts: either will do).
   if (complete) {
-    if (peer == nullptr || peer->first_post_ns.load(kRelaxed) == 0) completion_.Record(t1 - t0);
+    if (peer == nullptr || peer->first_post_ns.load(kRelaxed) == 0) RecordCompletion(peer, t1 - t0);
   } else if (peer != nullptr && peer->first_post_ns.load(kRelaxed) == 0) {
     peer->first_post_ns.store(t0, kRelaxed);
   }
@@ -73,7 +80,12 @@ void Telemetry::Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_
 void Telemetry::Completed(PeerCounters *peer, int64_t t1) {
   if (peer == nullptr || peer->first_post_ns.load(kRelaxed) == 0) return;
   const int64_t t0 = peer->first_post_ns.exchange(0, kRelaxed);
-  if (t0 != 0) completion_.Record(t1 - t0);
+  if (t0 != 0) RecordCompletion(peer, t1 - t0);
+}
+
+void Telemetry::RecordCompletion(PeerCounters *peer, int64_t ns) {
+  completion_.Record(ns);
+  if (peer != nullptr) peer->completion.Record(ns);
 }
 
 void Telemetry::NotifySent(PeerCounters *peer) {
@@ -88,21 +100,21 @@ void Telemetry::Error(Status st, PeerCounters *peer) {
   ++errors_[st];
 }
 
-void Telemetry::AsyncPosted(TransferReq req, int64_t t0) {
+void Telemetry::AsyncPosted(TransferReq req, int64_t t0, std::shared_ptr<PeerCounters> peer) {
   std::lock_guard<std::mutex> lk(async_mu_);
-  async_[req] = t0;
+  async_[req] = {t0, std::move(peer)};
 }
 
 void Telemetry::AsyncFinished(TransferReq req, bool completed, int64_t t1) {
-  int64_t t0 = 0;
+  std::pair<int64_t, std::shared_ptr<PeerCounters>> started;
   {
     std::lock_guard<std::mutex> lk(async_mu_);
     auto it = async_.find(req);
     if (it == async_.end()) return;
-    t0 = it->second;
+    started = std::move(it->second);
     async_.erase(it);
   }
-  if (completed) completion_.Record(t1 - t0);
+  if (completed) RecordCompletion(started.second.get(), t1 - started.first);
 }
 
 void Telemetry::Clear() {

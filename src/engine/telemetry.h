@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "hixl/hixl_ext.h"
@@ -27,10 +28,22 @@ namespace engine {
 /** @brief Of a peer's posting calls, the first and then one in this many are timed. */
 constexpr uint32_t kTimedEvery = 16;
 
+/** @brief A log2 histogram of microseconds (bucket 0: under 1 us; bucket i: [2^(i-1), 2^i) us). */
+class Histogram {
+ public:
+  void Record(int64_t ns);
+  void Fill(ext::TelemetryHistogram &out) const;
+
+ private:
+  std::array<std::atomic<uint64_t>, ext::kTelemetryBuckets> buckets_{};
+  std::atomic<uint64_t> count_{0}, sum_ns_{0};
+};
+
 /** @brief Counters of one direction set, per peer and per engine (relaxed: read only by snapshots). */
 struct PeerCounters {
   std::atomic<uint64_t> write_bytes{0}, read_bytes{0}, write_ops{0}, read_ops{0}, write_requests{0},
       read_requests{0}, notifies_sent{0}, errors{0};
+  Histogram post, completion;  ///< a peer's: recorded beside the engine's (the engine's own are unused)
   /// CLOCK_MONOTONIC ns of the first post since the last completed flush (0: none): the start of the
   /// completion time the next flush records.
   std::atomic<int64_t> first_post_ns{0};
@@ -46,17 +59,8 @@ struct PeerCounters {
   }
 
   void Fill(ext::TelemetryCounters &out) const;
-};
-
-/** @brief A log2 histogram of microseconds (bucket 0: under 1 us; bucket i: [2^(i-1), 2^i) us). */
-class Histogram {
- public:
-  void Record(int64_t ns);
-  void Fill(ext::TelemetryHistogram &out) const;
-
- private:
-  std::array<std::atomic<uint64_t>, ext::kTelemetryBuckets> buckets_{};
-  std::atomic<uint64_t> count_{0}, sum_ns_{0};
+  /** @brief The counters and this peer's histograms. */
+  void Fill(ext::PeerTelemetry &out) const;
 };
 
 /** @brief CLOCK_MONOTONIC in ns (the vDSO: no system call). */
@@ -75,15 +79,14 @@ class Telemetry {
               bool complete = false, bool timed = true);
   /** @brief A flush (or a synchronous transfer) completed what was posted to `peer` at `t1`. */
   void Completed(PeerCounters *peer, int64_t t1);
-  /** @brief A completion measured directly (TransferSync, a TransferAsync request). */
-  void CompletedIn(int64_t ns) { completion_.Record(ns); }
   void NotifySent(PeerCounters *peer);
   /** @brief A public call failed with `st` (any thread; `peer` may be null). */
   void Error(Status st, PeerCounters *peer = nullptr);
   void Connected(bool ok) { (ok ? connects_ : connect_failures_).fetch_add(1, std::memory_order_relaxed); }
 
-  /** @brief When a TransferAsync request was posted, until it is reported finished. */
-  void AsyncPosted(TransferReq req, int64_t t0);
+  /** @brief When a TransferAsync request was posted, until it is reported finished; `peer` (which may be
+   *         null) is kept alive with the request, for its completion time. */
+  void AsyncPosted(TransferReq req, int64_t t0, std::shared_ptr<PeerCounters> peer);
   void AsyncFinished(TransferReq req, bool completed, int64_t t1);
   void Clear();
 
@@ -98,7 +101,10 @@ class Telemetry {
   mutable std::mutex errors_mu_;
   std::map<Status, uint64_t> errors_;
   std::mutex async_mu_;
-  std::map<TransferReq, int64_t> async_;
+  std::map<TransferReq, std::pair<int64_t, std::shared_ptr<PeerCounters>>> async_;
+
+  /** @brief A completion time, the engine's and the peer's. */
+  void RecordCompletion(PeerCounters *peer, int64_t ns);
 };
 
 }  // namespace engine

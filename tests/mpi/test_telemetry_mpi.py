@@ -75,6 +75,10 @@ def test_scraped_counts_match_what_moved(comm, rank, size):
         peer = f'peer="{eng.address}",{r}'  # the previous rank's one peer is this rank's engine
         assert got[("hixl_rma_peer_tx_bytes_total", peer)] == WRITES * WRITE_BLOCK
         assert got[("hixl_rma_peer_rx_ops_total", peer)] == READS
+        # its one peer's histograms are the engine's
+        for h in ("post_time", "completion_time"):
+            engine_h = "agent_xfer_post_time_us" if h == "post_time" else "agent_xfer_time_us"
+            assert got[(f"hixl_rma_peer_{h}_us_count", peer)] == got[(f"{engine_h}_count", r)] > 0, (h, got)
         # and this rank's own, as a dict: what it wrote and received
         assert telemetry.snapshot(eng)["total"]["write_bytes"] == WRITES * WRITE_BLOCK
         assert sorted(names) == [f"n{k}" for k in range(NOTIFIES)], names

@@ -102,7 +102,8 @@ struct PeerStats {
   uint64_t ops;
   uint64_t answers_held;  ///< control answers received and not yet taken by the request they answer
   uint64_t detached;      ///< detached jobs (copies, notifies behind them) for it in flight
-  uint8_t reserved[16];
+  uint32_t bulk_lane;     ///< 1 while its bulk-priority transfers go over a second connection of their own
+  uint8_t reserved[12];
 };
 
 /** @brief Telemetry histograms' buckets: 0 holds times under 1 us, bucket i those in [2^(i-1), 2^i) us
@@ -129,7 +130,14 @@ struct TelemetryHistogram {
 struct PeerTelemetry {
   std::string address;
   TelemetryCounters counters;
+  TelemetryHistogram post_time, completion_time;  ///< as the engine's, of the calls that named this peer
+  uint64_t notifies_received;  ///< notifications received from the engine this peer is (always counted);
+                               ///< kNotifiesUnattributed where it has no engine id (option EngineId)
 };
+
+/** @brief PeerTelemetry::notifies_received of a peer without an engine id: its notifications cannot be told
+ *         from those of other engines without one. */
+constexpr uint64_t kNotifiesUnattributed = ~0ULL;
 
 /** @brief A snapshot of an engine's telemetry (GetTelemetry). */
 struct Telemetry {

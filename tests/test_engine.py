@@ -860,6 +860,44 @@ def test_peer_finalized_is_peer_failure(pair):
     assert "finalized" in str(err)  # it said so (BYE) before its connection dropped
 
 
+def test_a_flush_beside_another_threads_flush_still_completes_its_own_transfers():
+    """Two threads flush one peer (MPI_THREAD_MULTIPLE): a thread whose
+    operations another thread's flush took (that flush began after they were
+    posted and has not ended) must not return before they are complete
+    there. Every block through UCX (cma off), each round's bytes checked the
+    moment its writer's flush returns, while the other thread flushes in a
+    loop."""
+    a = hixl_rma.Engine(options={"Cma": "0"})
+    b = hixl_rma.Engine()
+    dst = np.zeros(32 << 20, np.uint8)
+    b.register_mem(dst)
+    a.connect(b.address)
+    stop, errors = threading.Event(), []
+
+    def flusher():
+        try:
+            while not stop.is_set():
+                a.flush(b.address, 10000)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        for k in range(1, 9):
+            src = np.full(dst.size, k, np.uint8)
+            a.register_mem(src)
+            a.post(b.address, WRITE, [(addr(src), addr(dst), dst.size)])
+            a.flush(b.address, 10000)
+            assert dst[0] == k and dst[-1] == k and np.all(dst == k), f"round {k}: flush returned early"
+    finally:
+        stop.set()
+        t.join()
+        a.finalize()
+        b.finalize()
+    assert not errors, errors
+
+
 def test_disconnect_under_running_transfers_is_a_clean_error():
     """Disconnect while other threads transfer to the peer, fetch its table
     again (each transfer names a region registered after the last one) and
@@ -1076,7 +1114,7 @@ def test_stats_return_to_start():
         ps = a.peer_stats(b.address)
         assert ps["bytes_written"] == 64 and ps["ops"] == 1
         assert a.peer_stats(c.address) == {"bytes_written": 0, "bytes_read": 0, "ops": 0, "answers_held": 0,
-                                           "detached": 0}
+                                           "detached": 0, "bulk_lane": False}
         for h in hs:
             a.deregister_mem(h)
         a.disconnect(b.address)

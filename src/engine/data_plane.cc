@@ -100,9 +100,12 @@ Status DataPlane::PostUcx(Peer &peer, ucp_ep_h ep, TransferOp op, const Transfer
   ucp_request_param_t param;
   std::memset(&param, 0, sizeof(param));
   void *local = reinterpret_cast<void *>(d.local_addr);
-  peer.ucx_unflushed = true;  // before the post: a flush that misses it did not follow it
   void *req = op == WRITE ? ucp_put_nbx(ep, local, d.len, d.remote_addr, r.rkey->get(), &param)
                           : ucp_get_nbx(ep, local, d.len, d.remote_addr, r.rkey->get(), &param);
+  // After the post: a flush that clears the flag later was called after the
+  // operation, and so covers it (set before, a concurrent flush could clear
+  // it, miss the operation, and leave this caller's own flush nothing to do).
+  peer.ucx_unflushed.store(true);
   if (UCS_PTR_IS_ERR(req))
     return FromUcs(UCS_PTR_STATUS(req), "transfer to " + peer.name + " block " + std::to_string(index));
   // Completion is proven by the flush that follows; the request can go.
@@ -344,14 +347,21 @@ Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *
     retired = !peer->retired.empty();
   }
   // Memcpy into a mapping and the engine's own cma calls are complete when
-  // they return: with nothing posted on UCX since the last flush (and no
-  // retired key to prove unused), UCX's flush would only cost its own time.
-  if (!peer->ucx_unflushed.exchange(false, std::memory_order_acq_rel) && !retired) return SUCCESS;
+  // they return: with nothing posted on UCX since the last flush began, no
+  // other thread's UCX flush in flight (it may have taken this caller's
+  // operations, clearing the flag after they were posted, and not be
+  // complete yet) and no retired key to prove unused, UCX's flush would only
+  // cost its own time. Sequentially consistent: a caller that sees the flag
+  // clear also sees the flusher that cleared it, until its flush is complete.
+  if (!retired && !peer->ucx_unflushed.load() && peer->ucx_flushing.load() == 0) return SUCCESS;
+  peer->ucx_flushing.fetch_add(1);
+  peer->ucx_unflushed.store(false);  // what is posted from here on, a later flush covers
   std::shared_ptr<Endpoint> ep = peer->endpoint();
   ucs_status_t us = ep ? ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); })
                        : UCS_ERR_NOT_CONNECTED;
+  if (us != UCS_OK) peer->ucx_unflushed.store(true);  // before the count drops: nobody skips what it left
+  peer->ucx_flushing.fetch_sub(1);
   if (us != UCS_OK) {
-    peer->ucx_unflushed = true;
     if (!ep) return peer->Gone(what);
     if (peer->dead) return peer->Error(what);
     return FromUcs(us, std::string(what) + " to " + peer->name);
@@ -546,8 +556,8 @@ Status DataPlane::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t 
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_REPLY_BUFFER;
     param.reply_buffer = reply;
   }
-  peer->ucx_unflushed = true;
   void *req = ucp_atomic_op_nbx(ep->get(), uop, &operand, 1, addr, r->rkey->get(), &param);
+  peer->ucx_unflushed.store(true);  // after the post (PostUcx)
   lock.unlock();
   if (result == nullptr) {
     delete reply;
@@ -671,9 +681,9 @@ Status DataPlane::SendNotifyTo(const PeerPtr &peer, const NotifyDesc &notify, De
   std::memset(&param, 0, sizeof(param));
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
   param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_COPY_HEADER;
-  peer->ucx_unflushed = true;
   void *req =
       ucp_am_send_nbx(ep->get(), kNotifyAmId, header.data(), header.size(), data.data(), data.size(), &param);
+  peer->ucx_unflushed.store(true);  // after the post (PostUcx)
   ucs_status_t us = ep->worker()->Wait(req, deadline, [&] { return peer->Abort(); });
   if (us != UCS_OK) {
     // The data buffer may still be read by UCX after a timeout; keep it.

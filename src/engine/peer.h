@@ -73,8 +73,10 @@ struct Peer {
   UniqueFd pidfd;
   std::atomic<bool> cma{false};
   std::atomic<int64_t> pid_vouched_until{0};  ///< CLOCK_MONOTONIC_COARSE ns: a pidfd poll vouched for pid till then
-  /// A UCX operation was posted to ep since the last flush began (see DataPlane::WaitFlush).
+  /// A UCX operation was posted to ep since the last flush began, and UCX
+  /// flushes of ep in flight (see DataPlane::WaitFlush).
   std::atomic<bool> ucx_unflushed{true};
+  std::atomic<int> ucx_flushing{0};
 
   mutable std::shared_mutex table_mu;
   std::shared_ptr<Endpoint> ep;

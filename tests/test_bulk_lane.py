@@ -13,7 +13,9 @@ import pytest
 
 import hixl_rma
 from hixl_rma import WRITE, _engine
-from hixl_rma.errors import PeerFailure
+from hixl_rma.errors import NotConnectedError, PeerFailure
+
+import racing
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -138,10 +140,6 @@ def test_disconnect_under_running_bulk_transfers_is_a_clean_error():
     disconnected: every call ends in success or a clean error, never a crash
     or a hang; the bytes of every flush that succeeded are there; after it no
     connection of a's is left at b, and a reconnect makes a lane again."""
-    import threading
-
-    from hixl_rma.errors import NotConnectedError
-
     a, b = hixl_rma.Engine(options={"Cma": "0"}), hixl_rma.Engine()
     src = np.full(1 << 20, 9, np.uint8)
     a.register_mem(src)
@@ -151,37 +149,25 @@ def test_disconnect_under_running_bulk_transfers_is_a_clean_error():
         while not stop.is_set():
             dst = np.zeros(src.size, np.uint8)
             h = b.register_mem(dst)  # not in the lane's cached table: fetched again
-            try:
+
+            def one():
                 _engine.post_at(a, b.address, WRITE, np.array([[_ptr(src), _ptr(dst), src.size]], np.uint64), BULK)
                 _engine.flush_at(a, b.address, BULK, timeout_ms=5000)
-                outcomes.append("ok" if np.all(dst == 9) else "wrong bytes")
-            except Exception as exc:  # noqa: BLE001 - every outcome is checked below
-                outcomes.append(type(exc).__name__)
+                assert np.all(dst == 9), "wrong bytes"
+            try:
+                racing.attempt(outcomes, one)
             finally:
                 b.deregister_mem(h)
 
     def flushes(stop):
         while not stop.is_set():
             for p in (HIGH, NORMAL, BULK):
-                try:
-                    _engine.flush_at(a, b.address, p, timeout_ms=5000)
-                    outcomes.append("ok")
-                except Exception as exc:  # noqa: BLE001
-                    outcomes.append(type(exc).__name__)
+                racing.attempt(outcomes, lambda: _engine.flush_at(a, b.address, p, timeout_ms=5000))
 
     try:
         for _ in range(6):
             a.connect(b.address)
-            stop = threading.Event()
-            threads = [threading.Thread(target=f, args=(stop,)) for f in (bulk, bulk, flushes)]
-            for t in threads:
-                t.start()
-            time.sleep(0.05)
-            a.disconnect(b.address)
-            stop.set()
-            for t in threads:
-                t.join(30)
-            assert not any(t.is_alive() for t in threads), "a call hung after Disconnect"
+            racing.disconnect_under(a, b.address, (bulk, bulk, flushes), settle=0.05)
             with pytest.raises(NotConnectedError):
                 _engine.flush_at(a, b.address, BULK)
             assert _until(lambda: b.stats()["accepted"] == 0), b.stats()  # the lane went with the peer

@@ -28,6 +28,8 @@ from hixl_rma.errors import (
     UnsupportedError,
 )
 
+import racing
+
 pytestmark = pytest.mark.timeout(120)
 
 def _direct_expected():
@@ -917,37 +919,25 @@ def test_disconnect_under_running_transfers_is_a_clean_error():
         while not stop.is_set():
             dst = np.zeros(4096, dtype=np.uint8)
             h = b.register_mem(dst)  # not in a's cached table: the transfer fetches it again
-            try:
+
+            def one():
                 a.transfer_sync(b.address, WRITE, [(addr(src), addr(dst), 4096)], timeout_ms=5000)
-                outcomes.append("ok" if np.array_equal(dst, src) else "wrong bytes")
-            except Exception as exc:  # noqa: BLE001 - every outcome is checked below
-                outcomes.append(type(exc).__name__)
+                assert np.array_equal(dst, src), "wrong bytes"
+            try:
+                racing.attempt(outcomes, one)
             finally:
                 b.deregister_mem(h)
 
     def atomics(stop):
         while not stop.is_set():
-            try:
-                a.atomic_fetch_add(b.address, addr(word), 1, timeout_ms=5000)
-                outcomes.append("ok")
-            except Exception as exc:  # noqa: BLE001
-                outcomes.append(type(exc).__name__)
+            racing.attempt(outcomes, lambda: a.atomic_fetch_add(b.address, addr(word), 1, timeout_ms=5000))
 
     try:
         for _ in range(10):
             a.connect(b.address)
             a.transfer_sync(b.address, WRITE, [(addr(src), addr(word), 8)])
             req = a.transfer_async(b.address, WRITE, [(addr(src), addr(word), 8)], keep=src)
-            stop = threading.Event()
-            threads = [threading.Thread(target=f, args=(stop,)) for f in (transfers, atomics)]
-            for t in threads:
-                t.start()
-            time.sleep(0.02)
-            a.disconnect(b.address)
-            stop.set()
-            for t in threads:
-                t.join(30)
-            assert not any(t.is_alive() for t in threads), "a call hung after Disconnect"
+            racing.disconnect_under(a, b.address, (transfers, atomics))
             assert req.status() in (hixl_rma.TRANSFER_COMPLETED, hixl_rma.TRANSFER_FAILED)
             with pytest.raises(NotConnectedError):
                 a.transfer_sync(b.address, WRITE, [(addr(src), addr(word), 8)])

@@ -115,6 +115,8 @@ class _BuildExt(build_ext):
                 objects = list(pool.map(one, engine_sources))
             headers = sorted(glob.glob("src/engine/*.h") + glob.glob("src/include/hixl/*.h"))
             for e in self.extensions:
+                if e.name == LINETRACE:
+                    continue  # plain C, no engine in it
                 e.extra_objects = objects + list(e.extra_objects or [])
                 e.depends = list(e.depends or []) + engine_sources + headers  # relinked when the engine changes
         super().build_extensions()
@@ -128,7 +130,13 @@ class _BuildExt(build_ext):
 # (hixl_rma.nixl loads it first).
 PLUGIN = "hixl_rma.libplugin_HIXL_RMA"
 PLUGIN_FILE = "libplugin_HIXL_RMA.so"
-exts = cythonize([ext], compiler_directives={"language_level": 3})
+# The race detector's line watch (hixl_rma/races/lines.py): its trace
+# function in C. Built with every flavor; the watch falls back to a Python
+# trace function where it is missing.
+LINETRACE = "hixl_rma.races._linetrace"
+linetrace = Extension(LINETRACE, sources=["hixl_rma/races/_linetrace.pyx"],
+                      extra_compile_args=["-O2", "-g0", "-Wall"])
+exts = cythonize([ext, linetrace], compiler_directives={"language_level": 3})
 if not hixl_home:
     exts.append(Extension(
         PLUGIN,

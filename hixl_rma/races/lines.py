@@ -63,9 +63,15 @@ try:
 except ImportError:  # numpy < 2
     _byte_bounds = np.byte_bounds
 
+try:
+    from . import _linetrace  # the trace function in C
+except ImportError:  # a build without it: the Python one below
+    _linetrace = None
+
 _det = None
-_user = {}  # code -> bool
-_tables = {}  # code -> {lineno: ((name, opname, index, store), ...)}
+# code -> {lineno: ((name, opname, index, store), ...)} for the program's code
+# that has a line to watch; None for the rest
+_watch = {}
 
 
 def _is_user(code):
@@ -186,15 +192,21 @@ def _span(obj, index, frame):
     return lo, hi, False
 
 
+def _classify(code):
+    """_watch[code], filled in (the C trace function asks once per code object, and keeps the answer)."""
+    table = _watch[code] = (_table(code) if _is_user(code) else None) or None
+    return table
+
+
 def _on_line(frame):
     det = _det
     if det is None or not (det.local or det.ranges):
         return
     code = frame.f_code
-    t = _tables.get(code)
-    if t is None:
-        t = _tables[code] = _table(code)
-    entries = t.get(frame.f_lineno)
+    if code not in _watch:
+        _classify(code)
+    t = _watch[code]
+    entries = t.get(frame.f_lineno) if t is not None else None
     if not entries:
         return
     for name, how, index, store in entries:
@@ -215,17 +227,26 @@ def _local(frame, event, arg):
 
 def _global(frame, event, arg):
     code = frame.f_code
-    u = _user.get(code)
-    if u is None:
-        # line-trace only the program's code objects that have a line to watch
-        u = _user[code] = _is_user(code) and bool(_tables.setdefault(code, _table(code)))
-    return _local if u else None
+    if code not in _watch:
+        _classify(code)  # line-trace only the program's code objects that have a line to watch
+    return _local if _watch[code] is not None else None
+
+
+def _thread_start(frame, event, arg):
+    """A thread started after the detector: its first event puts the C trace function in its place."""
+    _linetrace.install()
 
 
 def start(det):
     """Watch the program's lines from now on (this thread's running frames too)."""
     global _det
     _det = det
+    if _linetrace is not None:
+        # Every frame's lines reach the C function, the running ones' too.
+        _linetrace.configure(_classify, _on_line)
+        threading.settrace(_thread_start)
+        _linetrace.install()
+        return
     threading.settrace(_global)
     sys.settrace(_global)
     f = sys._getframe(1)
@@ -239,5 +260,5 @@ def start(det):
 def stop():
     global _det
     _det = None
-    sys.settrace(None)
+    sys.settrace(None)  # also takes the C function away from this thread
     threading.settrace(None)

@@ -134,7 +134,9 @@ PLUGIN_FILE = "libplugin_HIXL_RMA.so"
 # function in C. Built with every flavor; the watch falls back to a Python
 # trace function where it is missing.
 LINETRACE = "hixl_rma.races._linetrace"
-linetrace = Extension(LINETRACE, sources=["hixl_rma/races/_linetrace.pyx"],
+# C++ as the engine's extension is: linked the same way (the C link line of
+# a shared-libpython interpreter would add a RUNPATH of the build machine).
+linetrace = Extension(LINETRACE, sources=["hixl_rma/races/_linetrace.pyx"], language="c++",
                       extra_compile_args=["-O2", "-g0", "-Wall"])
 exts = cythonize([ext, linetrace], compiler_directives={"language_level": 3})
 if not hixl_home:

@@ -592,8 +592,7 @@ void ControlPlane::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
   PeerPtr lane;
   {
     std::lock_guard<std::mutex> ll(peer->lane_mu);  // waits for a lane being made: it is torn down too
-    lane = std::move(peer->bulk_lane);
-    peer->bulk_lane = nullptr;
+    lane = std::move(peer->bulk_lane);  // leaves it null
     peer->lane_closed = true;
     peer->has_lane = false;
   }

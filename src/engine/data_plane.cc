@@ -41,10 +41,7 @@ PeerPtr DataPlane::BulkRoute(const PeerPtr &peer, LazyDeadline &deadline) {
   // A same-node peer's bytes go by memcpy or cma, which the copy thread
   // already orders by priority: a lane would add nothing there.
   if (peer->is_lane || peer->cma.load(std::memory_order_relaxed)) return peer;
-  if (peer->has_lane.load(std::memory_order_acquire)) {
-    PeerPtr lane = peer->lane();
-    if (lane) return lane;
-  }
+  if (PeerPtr lane = peer->lane()) return lane;
   std::lock_guard<std::mutex> ll(peer->lane_mu);  // one caller makes it; the others take it
   if (peer->bulk_lane) return peer->bulk_lane;
   if (peer->lane_closed || peer->lane_failed) return peer;

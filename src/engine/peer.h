@@ -117,7 +117,7 @@ struct Peer {
   bool is_lane = false;  ///< this peer is another's bulk lane (set before it is published)
 
   /** @brief The bulk lane, or null. */
-  std::shared_ptr<Peer> lane();  ///< recorded by the facade while option Telemetry is on (telemetry.h)
+  std::shared_ptr<Peer> lane();
 
   /// Detached jobs (copies, notifies: detached.h) in flight for this peer,
   /// and the first failure among those ended since it was last taken

@@ -66,7 +66,7 @@ void Telemetry::Posted(PeerCounters *peer, TransferOp op, size_t blocks, uint64_
     }
   }
   if (!timed) return;
-  post_.Record(t1 - t0);
+  total_.post.Record(t1 - t0);
   if (peer != nullptr) peer->post.Record(t1 - t0);
   // Only the first timed post since the last flush starts the completion time
   // (a race between two posting threads keeps one of their starts: either will do).
@@ -84,7 +84,7 @@ void Telemetry::Completed(PeerCounters *peer, int64_t t1) {
 }
 
 void Telemetry::RecordCompletion(PeerCounters *peer, int64_t ns) {
-  completion_.Record(ns);
+  total_.completion.Record(ns);
   if (peer != nullptr) peer->completion.Record(ns);
 }
 
@@ -125,8 +125,8 @@ void Telemetry::Clear() {
 void Telemetry::Fill(ext::Telemetry &out) const {
   out.enabled = on_;
   total_.Fill(out.total);
-  post_.Fill(out.post_time);
-  completion_.Fill(out.completion_time);
+  total_.post.Fill(out.post_time);
+  total_.completion.Fill(out.completion_time);
   out.connects = connects_.load(kRelaxed);
   out.connect_failures = connect_failures_.load(kRelaxed);
   std::lock_guard<std::mutex> lk(errors_mu_);

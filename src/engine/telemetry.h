@@ -43,7 +43,7 @@ class Histogram {
 struct PeerCounters {
   std::atomic<uint64_t> write_bytes{0}, read_bytes{0}, write_ops{0}, read_ops{0}, write_requests{0},
       read_requests{0}, notifies_sent{0}, errors{0};
-  Histogram post, completion;  ///< a peer's: recorded beside the engine's (the engine's own are unused)
+  Histogram post, completion;  ///< post and completion times (a peer's, or the engine's in its total)
   /// CLOCK_MONOTONIC ns of the first post since the last completed flush (0: none): the start of the
   /// completion time the next flush records.
   std::atomic<int64_t> first_post_ns{0};
@@ -95,8 +95,7 @@ class Telemetry {
 
  private:
   bool on_ = false;
-  PeerCounters total_;
-  Histogram post_, completion_;
+  PeerCounters total_;  ///< the engine's counters and histograms
   std::atomic<uint64_t> connects_{0}, connect_failures_{0};
   mutable std::mutex errors_mu_;
   std::map<Status, uint64_t> errors_;

@@ -2,10 +2,8 @@
 #include "data_plane.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
-#include "copy.h"
 #include "status.h"
 
 namespace hixl {
@@ -92,107 +90,6 @@ Status DataPlane::Resolve(const PeerPtr &peer, DescSpan descs, std::vector<const
   return SUCCESS;
 }
 
-Status DataPlane::PostUcx(Peer &peer, ucp_ep_h ep, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
-                          size_t index) {
-  ucp_request_param_t param;
-  std::memset(&param, 0, sizeof(param));
-  void *local = reinterpret_cast<void *>(d.local_addr);
-  void *req = op == WRITE ? ucp_put_nbx(ep, local, d.len, d.remote_addr, r.rkey->get(), &param)
-                          : ucp_get_nbx(ep, local, d.len, d.remote_addr, r.rkey->get(), &param);
-  // After the post: a flush that clears the flag later was called after the
-  // operation, and so covers it (set before, a concurrent flush could clear
-  // it, miss the operation, and leave this caller's own flush nothing to do).
-  peer.ucx_unflushed.store(true);
-  if (UCS_PTR_IS_ERR(req))
-    return FromUcs(UCS_PTR_STATUS(req), "transfer to " + peer.name + " block " + std::to_string(index));
-  // Completion is proven by the flush that follows; the request can go.
-  if (req != nullptr) ucp_request_free(req);
-  return SUCCESS;
-}
-
-Status DataPlane::PostVectored(Peer &peer, ucp_ep_h ep, TransferOp op, DescSpan descs,
-                               const std::vector<const RemoteRegion *> &where, const std::vector<size_t> &blocks,
-                               bool &posted) {
-  // Every block was resolved against the peer's registered regions, and the
-  // shared table lock held by the caller keeps them registered throughout.
-  // With more than one thread, large blocks are cut into pieces so that one
-  // large block is shared out too.
-  size_t bytes = 0;
-  for (size_t b : blocks) bytes += descs[b].len;
-  size_t threads = ThreadsFor(bytes, options_.cma_threads);
-  std::vector<iovec> local, remote;
-  std::vector<CmaPiece> pieces;
-  local.reserve(blocks.size());
-  remote.reserve(blocks.size());
-  pieces.reserve(blocks.size());
-  for (size_t j = 0; j < blocks.size(); ++j) {
-    const auto &d = descs[blocks[j]];
-    size_t step = threads > 1 ? PieceLen(d.len) : d.len;
-    for (size_t off = 0; off < d.len; off += step) {
-      size_t n = std::min(step, d.len - off);
-      local.push_back({reinterpret_cast<void *>(d.local_addr + off), n});
-      remote.push_back({reinterpret_cast<void *>(d.remote_addr + off), n});
-      pieces.push_back({blocks[j], off});
-    }
-  }
-  std::vector<CmaShare> shares = SplitShares(local, threads, [](const iovec &v) { return v.iov_len; });
-  const pid_t pid = static_cast<pid_t>(peer.pid);
-  const bool short_test = options_.cma == CmaMode::SHORT;
-  auto move = [&](CmaShare &s) {
-    s.moved = VectoredMove(pid, op == WRITE, &local[s.lo], &remote[s.lo], s.hi - s.lo, short_test, s.err, s.calls);
-  };
-  // An exited peer's pid may already name another process: check first.
-  if (!peer.PidStillPeer()) {
-    shares[0].err = ESRCH;
-  } else {
-    RunShares(shares, threads, move);
-  }
-  // The pid no longer names a process: the peer is gone. Its share would
-  // only queue UCX operations to a dead endpoint (and UCX asserts when such
-  // an endpoint is closed with operations still pending in it).
-  if (std::any_of(shares.begin(), shares.end(), [](const CmaShare &s) { return s.err == ESRCH; })) {
-    for (const auto &s : shares) vectored_calls_ += s.calls;
-    return CmaPeerGone(peer);
-  }
-  for (size_t k = 0; k < shares.size(); ++k) {
-    Status st = FinishShare(peer, ep, op, descs, where.data(), pieces.data(), local.data(), shares[k], posted);
-    if (st != SUCCESS) return st;
-  }
-  return SUCCESS;
-}
-
-Status DataPlane::CmaPeerGone(Peer &peer) {
-  peer.cma = false;
-  return Fail(ext::PEER_FAILURE, "transfer to " + peer.name + ": its process is gone (no such pid)");
-}
-
-Status DataPlane::FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, DescSpan descs,
-                              const RemoteRegion *const *where, const CmaPiece *pieces, const iovec *local,
-                              const CmaShare &s, bool &posted) {
-  vectored_calls_ += s.calls;
-  // Not permitted (ptrace policy, no such system call): UCX from now on; it
-  // reports a dead peer as PEER_FAILURE at the flush, as it always did.
-  if (s.err == EPERM || s.err == EACCES || s.err == ENOSYS) peer.cma = false;
-  // The kernel stopped short: the rest of the share, from the exact byte
-  // where it stopped, goes through UCX.
-  size_t moved = s.moved, j = s.lo;
-  for (; j < s.hi && moved >= local[j].iov_len; ++j) {
-    moved -= local[j].iov_len;
-    if (pieces[j].off == 0) ++vectored_ops_;  // counts blocks, not pieces
-  }
-  for (; j < s.hi; ++j, moved = 0) {
-    const size_t i = pieces[j].desc;
-    TransferOpDesc rest = descs[i];
-    rest.local_addr += pieces[j].off + moved;
-    rest.remote_addr += pieces[j].off + moved;
-    rest.len = local[j].iov_len - moved;
-    posted = true;
-    Status st = PostUcx(peer, ep, op, rest, *where[i], i);
-    if (st != SUCCESS) return st;
-  }
-  return SUCCESS;
-}
-
 Status DataPlane::PostOne(Peer &peer, TransferOp op, const TransferOpDesc &d, bool local_host, bool &posted,
                           bool &done) {
   done = false;
@@ -205,29 +102,7 @@ Status DataPlane::PostOne(Peer &peer, TransferOp op, const TransferOpDesc &d, bo
   const RemoteRegion *r = peer.Find(d.remote_addr, d.len);
   if (r == nullptr || !peer.ep) return SUCCESS;
   done = true;
-  const ucp_ep_h ep = peer.ep->get();
-  Status st = SUCCESS;
-  if (r->mapped != nullptr && local_host) {
-    CopyBlock(r->mapped + (d.remote_addr - r->addr), reinterpret_cast<char *>(d.local_addr), d.len, op == WRITE,
-              false);
-    ++direct_ops_;
-  } else if (local_host && r->type == MEM_HOST && peer.cma.load(std::memory_order_relaxed)) {
-    iovec local{reinterpret_cast<void *>(d.local_addr), d.len};
-    iovec remote{reinterpret_cast<void *>(d.remote_addr), d.len};
-    const CmaPiece piece{0, 0};
-    CmaShare share{0, 1};
-    if (!peer.PidStillPeer()) return CmaPeerGone(peer);
-    share.moved = VectoredMove(static_cast<pid_t>(peer.pid), op == WRITE, &local, &remote, 1,
-                               options_.cma == CmaMode::SHORT, share.err, share.calls);
-    if (share.err == ESRCH) {
-      vectored_calls_ += share.calls;
-      return CmaPeerGone(peer);
-    }
-    st = FinishShare(peer, ep, op, DescSpan(&d, 1), &r, &piece, &local, share, posted);
-  } else {
-    posted = true;
-    st = PostUcx(peer, ep, op, d, *r, 0);
-  }
+  Status st = PathFor(ChoosePath(peer, *r, local_host)).MoveOne(peer, peer.ep->get(), op, d, *r, posted);
   if (st != SUCCESS) return st;
   if (op == WRITE) {
     bytes_written_ += d.len;
@@ -265,48 +140,21 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyD
   Status st = Resolve(peer, descs, where, lock, deadline);
   if (st != SUCCESS) return st;
   if (!peer->ep) return peer->Gone("transfer");  // torn down while the table was fetched
-  const ucp_ep_h ep = peer->ep->get();
-  // Host memory at both ends of a same-namespace peer: the engine's own
-  // vectored cma, a few system calls per batch instead of one per block.
-  const bool vectored = local_host && peer->cma.load(std::memory_order_relaxed);
-  const bool stream = op == WRITE && ShouldStream(descs);
-  MappedCopies mapped;
-  std::vector<std::shared_ptr<RemoteKey>> mapped_keys;  // what keeps the mappings of detached copies
-  std::vector<size_t> by_cma;
-  uint64_t bytes = 0, direct = 0;
+  std::vector<size_t> blocks[kPathKinds];
+  uint64_t bytes = 0;
   for (size_t i = 0; i < descs.size(); ++i) {
-    const RemoteRegion *r = where[i];
-    if (r == nullptr) continue;
-    const auto &d = descs[i];
-    bytes += d.len;
-    if (r->mapped != nullptr && local_host) {
-      mapped.Add(r->mapped + (d.remote_addr - r->addr), reinterpret_cast<char *>(d.local_addr), d.len);
-      if (detach && (mapped_keys.empty() || mapped_keys.back() != r->rkey)) mapped_keys.push_back(r->rkey);
-      ++direct;
-      continue;
-    }
-    if (vectored && r->type == MEM_HOST) {
-      by_cma.push_back(i);
-      continue;
-    }
-    posted = true;
-    st = PostUcx(*peer, ep, op, d, *r, i);
-    if (st != SUCCESS) return st;
+    if (where[i] == nullptr) continue;
+    bytes += descs[i].len;
+    blocks[static_cast<size_t>(ChoosePath(*peer, *where[i], local_host))].push_back(i);
   }
-  if (!mapped.empty()) {
-    // On one core a copy thread would only take turns with the caller.
-    if (detach && op == WRITE && mapped.bytes() >= kDetachMinBytes && AllowedCores() > 1) {
-      // The copy thread does it while the caller goes on (as a NIC would);
-      // the keys keep the regions mapped, and the region's invalidation
-      // finishes the peer's detached jobs before it lets the peer reuse it.
-      copier_.SubmitCopies(peer, std::move(mapped), stream, std::move(mapped_keys), priority);
-      if (detached != nullptr) *detached = true;
-    } else {
-      mapped.Run(op == WRITE, stream, options_.cma_threads);
-    }
-  }
-  if (!by_cma.empty()) {
-    st = PostVectored(*peer, ep, op, descs, where, by_cma, posted);
+  const PostBatch batch{peer, peer->ep->get(), op, descs, where.data(), detach, priority};
+  PostOutcome out;
+  for (size_t k = 0; k < kPathKinds; ++k) {  // in PathKind's order: UCX operations first, then the copies
+    if (blocks[k].empty()) continue;
+    st = paths_[k]->Move(batch, blocks[k], out);
+    // Even on a failure: what one path left in flight keeps the origin in use until a flush.
+    posted = posted || out.posted;
+    if (detached != nullptr) *detached = *detached || out.detached;
     if (st != SUCCESS) return st;
   }
   if (op == WRITE) {
@@ -317,7 +165,6 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyD
     peer->bytes_read += bytes;
   }
   transfer_ops_ += descs.size();
-  direct_ops_ += direct;
   peer->ops += descs.size();
   return SUCCESS;
 }
@@ -554,7 +401,7 @@ Status DataPlane::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t 
     param.reply_buffer = reply;
   }
   void *req = ucp_atomic_op_nbx(ep->get(), uop, &operand, 1, addr, r->rkey->get(), &param);
-  peer->ucx_unflushed.store(true);  // after the post (PostUcx)
+  peer->ucx_unflushed.store(true);  // after the post (UcxPath::PostBlock)
   lock.unlock();
   if (result == nullptr) {
     delete reply;
@@ -680,7 +527,7 @@ Status DataPlane::SendNotifyTo(const PeerPtr &peer, const NotifyDesc &notify, De
   param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_COPY_HEADER;
   void *req =
       ucp_am_send_nbx(ep->get(), kNotifyAmId, header.data(), header.size(), data.data(), data.size(), &param);
-  peer->ucx_unflushed.store(true);  // after the post (PostUcx)
+  peer->ucx_unflushed.store(true);  // after the post (UcxPath::PostBlock)
   ucs_status_t us = ep->worker()->Wait(req, deadline, [&] { return peer->Abort(); });
   if (us != UCS_OK) {
     // The data buffer may still be read by UCX after a timeout; keep it.
@@ -716,11 +563,9 @@ void DataPlane::AddStats(ext::Stats &s) const {
   s.bytes_written = bytes_written_;
   s.bytes_read = bytes_read_;
   s.transfer_ops = transfer_ops_;
-  s.direct_ops = direct_ops_;
   s.atomic_ops = atomic_ops_;
   s.notifies_sent = notifies_sent_;
-  s.vectored_ops = vectored_ops_;
-  s.vectored_calls = vectored_calls_;
+  for (const Path *p : paths_) p->AddStats(s);
 }
 
 }  // namespace engine

@@ -1,11 +1,11 @@
 // DataPlane: moving bytes to connected peers (transfers, atomics, flush,
 // notifies' sending).
 //
-// A block whose remote region is mapped into this process is a memcpy (or a
-// CPU atomic); a block of a same-node peer's registered host memory goes into
-// the engine's own vectored cma calls (cma.h: synchronous, so complete before
-// any flush); every other block, or whatever a cma call left undone, is a UCX
-// operation completed by one flush.
+// Each block of a post is resolved against the peer's memory table and moved
+// by the path its region and the peer allow (path.h: ChoosePath): memcpy
+// through a mapping, the engine's own vectored cma (synchronous, so complete
+// before any flush), or a UCX operation completed by one flush. The paths
+// are the data plane's; it owns one of each.
 //
 // Owns the TransferAsync requests not yet reported finished (async_, under
 // async_mu_) and the transfer counters. It hands a posted WRITE's large
@@ -28,15 +28,17 @@
 #include <string>
 #include <vector>
 
-#include "cma.h"
 #include "control_plane.h"
 #include "desc_span.h"
 #include "detached.h"
 #include "hixl/hixl_ext.h"
 #include "hixl/hixl_types.h"
 #include "options.h"
+#include "path.h"
+#include "path_cma.h"
+#include "path_mapped.h"
+#include "path_ucx.h"
 #include "peer.h"
-#include "share.h"
 
 namespace hixl {
 namespace ext {
@@ -53,7 +55,7 @@ namespace engine {
 class DataPlane {
  public:
   DataPlane(const Options &options, ControlPlane &control, Copier &copier)
-      : options_(options), control_(control), copier_(copier) {}
+      : options_(options), control_(control), copier_(copier), mapped_(options, copier), cma_(options) {}
   DataPlane(const DataPlane &) = delete;
   DataPlane &operator=(const DataPlane &) = delete;
 
@@ -108,16 +110,7 @@ class DataPlane {
    *  nothing allocated, no lock but the table's and no clock read; `done` false: not that case, nothing
    *  done (Post's general path takes it). */
   Status PostOne(Peer &peer, TransferOp op, const TransferOpDesc &d, bool local_host, bool &posted, bool &done);
-  Status PostUcx(Peer &peer, ucp_ep_h ep, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
-                 size_t index);
-  Status PostVectored(Peer &peer, ucp_ep_h ep, TransferOp op, DescSpan descs,
-                      const std::vector<const RemoteRegion *> &where, const std::vector<size_t> &blocks,
-                      bool &posted);
-  /** @brief What a share of a vectored move left: the rest to UCX, or the peer's death. */
-  Status FinishShare(Peer &peer, ucp_ep_h ep, TransferOp op, DescSpan descs, const RemoteRegion *const *where,
-                     const CmaPiece *pieces, const iovec *local, const CmaShare &s, bool &posted);
-  /** @brief A vectored move found the peer's pid gone: the peer is, and cma to it ends. */
-  Status CmaPeerGone(Peer &peer);
+  Path &PathFor(PathKind kind) { return *paths_[static_cast<size_t>(kind)]; }
   /** @brief Remote completion of what was posted to peer; `detached`: after its detached jobs of
    *  `priority` or higher too. */
   Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached = true,
@@ -129,12 +122,15 @@ class DataPlane {
   const Options &options_;
   ControlPlane &control_;
   Copier &copier_;  ///< detached copies and the notifies behind them (the facade owns it)
+  UcxPath ucx_;
+  MappedPath mapped_;
+  CmaPath cma_;
+  Path *const paths_[kPathKinds] = {&ucx_, &mapped_, &cma_};  ///< by PathKind
 
   std::mutex async_mu_;
   std::set<void *> async_;  ///< TransferAsync requests not yet reported finished
 
-  std::atomic<uint64_t> bytes_written_{0}, bytes_read_{0}, transfer_ops_{0}, direct_ops_{0}, atomic_ops_{0},
-      notifies_sent_{0}, vectored_ops_{0}, vectored_calls_{0};
+  std::atomic<uint64_t> bytes_written_{0}, bytes_read_{0}, transfer_ops_{0}, atomic_ops_{0}, notifies_sent_{0};
 };
 
 }  // namespace engine

@@ -11,6 +11,7 @@ instead of the built-in engine.
 """
 import glob
 import os
+import runpy
 from concurrent.futures import ThreadPoolExecutor
 
 from Cython.Build import cythonize
@@ -39,6 +40,9 @@ if hixl_home:
             runtime_dirs.append(d)
     libraries.append("hixl")
     macros.append(("HIXL_VENDOR", "1"))
+    # After the vendor's: only our extensions' types and their list (hixl_ext_types.h,
+    # hixl_ext_calls.h) are taken from here; hixl/hixl.h is the vendor's.
+    include_dirs.append("src/include")
     ucx_source = "vendor"
 else:
     include_dirs.append("src/include")
@@ -138,6 +142,9 @@ LINETRACE = "hixl_rma.races._linetrace"
 # a shared-libpython interpreter would add a RUNPATH of the build machine).
 linetrace = Extension(LINETRACE, sources=["hixl_rma/races/_linetrace.pyx"], language="c++",
                       extra_compile_args=["-O2", "-g0", "-Wall"])
+# The binding's declarations of the engine's extension calls, made from their
+# one declaration (src/include/hixl/hixl_ext_calls.h) before Cython reads them.
+runpy.run_path(os.path.join(HERE, "scripts", "ext_decls.py"), run_name="ext_decls")["main"]([])
 exts = cythonize([ext, linetrace], compiler_directives={"language_level": 3})
 if not hixl_home:
     exts.append(Extension(

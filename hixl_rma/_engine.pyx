@@ -115,37 +115,20 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         CONNECTED
         DEAD
         NOT_CONNECTED
-    Status AllocMem(Hixl &, size_t, MemType, CMemHandle &, void *&)
-    Status GetListenAddress(Hixl &, string &)
-    Status ConnectTo(Hixl &, const AscendString &, const AscendString &, int32_t)
-    Status WithdrawMem(Hixl &, CMemHandle, void *&)
-    void ReleaseWithdrawn(void *)
-    Status Atomic(Hixl &, const AscendString &, AtomicOp, uintptr_t, uint64_t, uint64_t, uint64_t *, int32_t)
-    Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType, bint)
-    Status TransferPost(Hixl &, const AscendString &, TransferOp, const vector[TransferOpDesc] &, MemType, bint,
-                        Priority)
-    Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, cpp_bool &)
-    Status PostNotify(Hixl &, const AscendString &, const NotifyDesc &, int32_t, cpp_bool &, Priority)
-    Status Flush(Hixl &, const AscendString &, int32_t)
     cdef cppclass PeerRef
-    Status AcquirePeer(Hixl &, const AscendString &, PeerRef *&)
-    Status AcquirePeer(Hixl &, const AscendString &, PeerRef *&, Priority)
-    void ReleasePeer(PeerRef *)
-    Status PostTo(Hixl &, PeerRef *, TransferOp, const TransferOpDesc *, size_t, MemType, bint, cpp_bool &)
-    Status FlushPeer(Hixl &, PeerRef *, int32_t)
-    Status RemotePtr(Hixl &, const AscendString &, uintptr_t, size_t, void *&)
-    Status PinRemote(Hixl &, const AscendString &, uintptr_t, size_t, void *&, void *&)
-    void ReleasePin(void *)
-    Status RefreshPeer(Hixl &, const AscendString &, int32_t)
-    Status WaitNotifies(Hixl &, int32_t)
-    uint64_t MappingGeneration(Hixl &)
-    Status GetStats(Hixl &, Stats &)
-    Status GetPeerStats(Hixl &, const AscendString &, PeerStats &)
-    Status GetPeerState(Hixl &, const AscendString &, PeerState &)
-    string LastError() except +
+    cdef struct Capabilities:
+        uint64_t flags
+    ctypedef uint64_t Capability
+    Capability CAP_ALLOC_MEM, CAP_ATOMICS, CAP_POST, CAP_PEER_HANDLES, CAP_REMOTE_PTR, CAP_REFRESH_PEER
+    Capability CAP_WAIT_NOTIFIES, CAP_PEER_STATE, CAP_STATS, CAP_TELEMETRY, CAP_ENGINE_ID, CAP_DOMAIN
+    Capability CAP_LISTEN_ANY, CAP_OPTIONS, CAP_PRIORITY, CAP_DETACH, CAP_PATH_MAPPED, CAP_PATH_CMA, CAP_PATH_UCX
+    Capability CAP_BULK_LANE
+
+# The extension calls, declared once in src/include/hixl/hixl_ext_calls.h (setup.py generates this file).
+include "_engine_ext.pxi"
+
 
 cdef extern from "_engine_compat.h" nogil:
-    int HIXL_RMA_HAS_EXT
     const char *C_OPTION_JOB_TOKEN "hixl::ext::OPTION_JOB_TOKEN"
     const char *C_OPTION_TIMEOUT_MS "hixl::ext::OPTION_TIMEOUT_MS"
     const char *C_OPTION_ENGINE_ID "hixl::ext::OPTION_ENGINE_ID"
@@ -164,7 +147,32 @@ OPTION_JOB_TOKEN = C_OPTION_JOB_TOKEN.decode()
 OPTION_TIMEOUT_MS = C_OPTION_TIMEOUT_MS.decode()
 OPTION_ENGINE_ID = C_OPTION_ENGINE_ID.decode()
 OPTION_DOMAIN = C_OPTION_DOMAIN.decode()
-HAS_EXTENSIONS = bool(HIXL_RMA_HAS_EXT)
+# Capabilities (hixl_ext_types.h's Capability bits) by name: the one way
+# hixl_rma asks what an engine can do. Vendor HIXL has none of them.
+CAPABILITY_BITS = {
+    "alloc_mem": CAP_ALLOC_MEM, "atomics": CAP_ATOMICS, "post": CAP_POST, "peer_handles": CAP_PEER_HANDLES,
+    "remote_ptr": CAP_REMOTE_PTR, "refresh_peer": CAP_REFRESH_PEER, "wait_notifies": CAP_WAIT_NOTIFIES,
+    "peer_state": CAP_PEER_STATE, "stats": CAP_STATS, "telemetry": CAP_TELEMETRY, "engine_id": CAP_ENGINE_ID,
+    "domain": CAP_DOMAIN, "listen_any": CAP_LISTEN_ANY, "options": CAP_OPTIONS, "priority": CAP_PRIORITY,
+    "detach": CAP_DETACH, "path_mapped": CAP_PATH_MAPPED, "path_cma": CAP_PATH_CMA, "path_ucx": CAP_PATH_UCX,
+    "bulk_lane": CAP_BULK_LANE,
+}
+cdef uint64_t _BUILD_CAPS = BuildCapabilities()
+cdef bint _HAS_PEER_HANDLES = (_BUILD_CAPS & CAP_PEER_HANDLES) != 0
+
+
+cdef frozenset _cap_names(uint64_t flags):
+    return frozenset(name for name, bit in CAPABILITY_BITS.items() if flags & bit)
+
+
+#: What this build's engine API has (names of CAPABILITY_BITS).
+CAPABILITIES = _cap_names(_BUILD_CAPS)
+
+
+def has(name):
+    """Whether this build's engine API has capability `name` (a key of CAPABILITY_BITS; another name is a
+    KeyError, so that a misspelt question fails instead of answering no)."""
+    return (_BUILD_CAPS & CAPABILITY_BITS[name]) != 0
 # TransferRequest.status(): a timeout is raised by wait(), never a status.
 TRANSFER_WAITING, TRANSFER_COMPLETED, TRANSFER_FAILED = 0, 1, 3
 del MEM_HOST_, MEM_DEVICE_
@@ -499,7 +507,7 @@ cdef class Engine:
         cdef bytes k, v
         if options is not None and not isinstance(options, dict):
             raise ParamError(f"options must be a dict, got {type(options).__name__}")
-        if HIXL_RMA_HAS_EXT:
+        if _BUILD_CAPS & CAP_OPTIONS:
             # The built-in engine's settings (config.py), under what the caller gave.
             options = {**config.engine_options(), **(options or {})}
         if options is not None:
@@ -962,6 +970,17 @@ cdef class Engine:
         from remote_ptr may have gone stale (read it before the pointer)."""
         self._alive()
         return MappingGeneration(self._h[0])
+
+    def capabilities(self):
+        """What this engine does, as names of CAPABILITY_BITS: this build's CAPABILITIES less the paths
+        and features its options switched off (none on vendor HIXL)."""
+        self._alive()
+        cdef Capabilities caps
+        caps.flags = 0
+        if not _BUILD_CAPS:
+            return frozenset()
+        _check(GetCapabilities(self._h[0], caps), "GetCapabilities")
+        return _cap_names(caps.flags)
 
     def stats(self):
         """Engine counters as a dict."""

@@ -223,7 +223,7 @@ cdef class WindowState:
     cdef PeerRef *_peer(self, Py_ssize_t r):
         """r's connection handle (after _connect), or NULL: post by name."""
         cdef PeerRef *p = self.peer_ref[r]
-        if p == NULL and HIXL_RMA_HAS_EXT:
+        if p == NULL and _HAS_PEER_HANDLES:
             if AcquirePeer(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()), p,
                            <Priority>self.priority) != 0:
                 p = NULL

@@ -21,7 +21,7 @@ class Batches:
     def run(self, what, op, origin_blocks, target_rank, target_disps, tag):
         w = self.w
         t = w.target(target_rank, what)
-        if (t is not None and _engine.HAS_EXTENSIONS and w.flavor != _FLAVOR_DYNAMIC
+        if (t is not None and _engine.has("peer_handles") and w.flavor != _FLAVOR_DYNAMIC
                 and type(origin_blocks) is tuple and len(origin_blocks) == 2):
             # The common case, checked and posted in C; anything out of the
             # ordinary is left to the full checks below.

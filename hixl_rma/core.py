@@ -126,7 +126,7 @@ class WindowCore(_engine.WindowState):
         nanoseconds). Every origin follows what the target said, so that all
         of its accumulates take one path."""
         return int(self.flavor in (C.WIN_FLAVOR_CREATE, C.WIN_FLAVOR_DYNAMIC) and mem_type == _engine.MEM_HOST
-                   and not self.device and _engine.HAS_EXTENSIONS and self.rt.same_node(self.comm.world_ranks))
+                   and not self.device and _engine.has("remote_ptr") and self.rt.same_node(self.comm.world_ranks))
 
     def _expose(self, memory):
         """Register the window memory; returns (base, size)."""
@@ -238,7 +238,7 @@ class WindowCore(_engine.WindowState):
             raise AccessError(f"{what} from rank {t.rank} of window {self.label()}: the region is write-only")
 
     def need_atomics(self):
-        if not _engine.HAS_EXTENSIONS:
+        if not _engine.has("atomics"):
             raise UnsupportedError(f"window {self.label()}: passive-target locks and accumulates need "
                                    f"remote atomics, which vendor HIXL does not provide (use Fence or PSCW "
                                    f"with Put/Get)")
@@ -294,7 +294,7 @@ class WindowCore(_engine.WindowState):
 
     def post(self, t, op, descs, keep, local_device=False):
         """Post descriptors to t; the target is dirty until flushed."""
-        if _engine.HAS_EXTENSIONS:
+        if _engine.has("post"):
             super().post(t.rank, op, descs, keep, local_device)  # the hot path's own post
         else:
             self.engine.transfer_sync(t.addr, op, descs, self.rt.timeout_ms)
@@ -311,7 +311,7 @@ class WindowCore(_engine.WindowState):
     def make_ready(self, t):
         """After a first successful transfer to t (connected, its table known),
         hand t to the hot path, with a direct pointer when t is mapped here."""
-        if self.is_ready(t.rank) or self.flavor == C.WIN_FLAVOR_DYNAMIC or not _engine.HAS_EXTENSIONS:
+        if self.is_ready(t.rank) or self.flavor == C.WIN_FLAVOR_DYNAMIC or not _engine.has("peer_handles"):
             return  # (the hot path posts with the engine's extensions; vendor HIXL has none)
         addr = t.addr  # connects first: a new peer changes the generation
         generation = self.engine.mapping_generation()  # before the pointer: a change after it shows
@@ -334,7 +334,7 @@ class WindowCore(_engine.WindowState):
             return 0, None
         if self.segment is not None:
             return self.segment.pointer(t.rank), self.segment.keeper
-        if not _engine.HAS_EXTENSIONS:
+        if not _engine.has("remote_ptr"):
             return 0, None
         try:
             pin = self.engine.pin_remote(t.addr, t.base, t.size)
@@ -383,7 +383,7 @@ class WindowCore(_engine.WindowState):
             # TransferAsync (vendor API) cannot say the origin is device memory.
             self.post(t, op, descs, ob.obj, True)
             return Request(lambda: self.flush_target(t), keep=ob.obj)
-        if not _engine.HAS_EXTENSIONS:
+        if not _engine.has("post"):
             self.engine.transfer_sync(t.addr, op, descs, self.rt.timeout_ms)
             return Request.completed()
         try:
@@ -470,12 +470,11 @@ def _check_size(size):
 def _alloc(engine, nbytes):
     """Engine-allocated memory (mappable by peers), or registered numpy memory
     where the engine cannot allocate (vendor HIXL)."""
-    try:
+    if _engine.has("alloc_mem"):
         h = engine.alloc_mem(max(nbytes, 1))
         return h, np.frombuffer(h, np.uint8, count=nbytes)
-    except UnsupportedError:
-        arr = np.zeros(max(nbytes, 1), np.uint8)
-        return engine.register_mem(arr), arr[:nbytes]
+    arr = np.zeros(max(nbytes, 1), np.uint8)
+    return engine.register_mem(arr), arr[:nbytes]
 
 
 def _mapped_array(address, nbytes):

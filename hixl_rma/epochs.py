@@ -103,7 +103,7 @@ class Sync:
         mapped (another node, vendor HIXL)."""
         w = self.w
         st = w.rt
-        if not _engine.HAS_EXTENSIONS or not config.shared_fence():
+        if not _engine.has("remote_ptr") or not config.shared_fence():
             return None
         if not st.same_node(w.comm.world_ranks):
             return None

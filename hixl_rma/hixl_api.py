@@ -72,7 +72,7 @@ def Connect(ranks=None, comm=None):
         fresh = world not in st.connected
         if fresh:
             st.connect(world)
-        if _engine.HAS_EXTENSIONS and (not fresh or st.same_node([world])):
+        if _engine.has("refresh_peer") and (not fresh or st.same_node([world])):
             # Windows made since the connection; and, on this node, the
             # mapped windows' page tables populated now, not by the first
             # transfers (a connect leaves that to a helper thread).
@@ -138,7 +138,7 @@ def TransferAsync(operation, buf, target_rank, target_offset, handle, qos="norma
     _check_handle(handle, "TransferAsync")
     op, what = _OPS[operation], "TransferAsync"
     w = handle.win._w
-    if level == _priority.NAMES["normal"] or not _engine.HAS_EXTENSIONS or handle.mem_type == C.MEMORY_DEVICE:
+    if level == _priority.NAMES["normal"] or not _engine.has("priority") or handle.mem_type == C.MEMORY_DEVICE:
         req = w.request_transfer(op, buf, target_rank, _offset(target_offset, what), what)
     else:
         t = w.target(target_rank, what)

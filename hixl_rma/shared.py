@@ -61,7 +61,7 @@ def allocate(comm, st, size, noncontig):
     _rt.collective(comm.comm, lambda: comm.comm.Iallgather(mine, every), "Allocate_shared (sizes)", st.timeout_ms,
                    comm.world_ranks, keep=(mine, every))
     sizes = every[:, 0]
-    if (sizes == _FAILED).any() or every[:, 1].any() or not _engine.HAS_EXTENSIONS:
+    if (sizes == _FAILED).any() or every[:, 1].any() or not _engine.has("alloc_mem"):
         return None
     offsets = np.concatenate(([0], np.cumsum(sizes)[:-1]))
     total = int(sizes.sum())

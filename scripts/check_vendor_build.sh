@@ -16,7 +16,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 -m venv "$tmp/venv"
 . "$tmp/venv/bin/activate"
-pip install -q mpi4py mpich numpy cython setuptools wheel libucx-cu12
+pip install -q mpi4py mpich numpy cython "setuptools>=77" wheel libucx-cu12
 ucx=$(python -c 'import libucx, os; print(os.path.dirname(libucx.__file__))')
 mkdir -p "$tmp/cann/include/hixl" "$tmp/cann/lib"
 cp "$repo/src/include/hixl/hixl.h" "$repo/src/include/hixl/hixl_types.h" "$tmp/cann/include/hixl/"
@@ -30,7 +30,7 @@ import numpy as np
 from mpi4py import MPI
 import hixl_rma
 assert hixl_rma.UCX_ORIGIN == "vendor libhixl", hixl_rma.UCX_ORIGIN
-assert not hixl_rma._engine.HAS_EXTENSIONS
+assert not hixl_rma._engine.CAPABILITIES, hixl_rma._engine.CAPABILITIES
 comm = MPI.COMM_WORLD
 rank, size = comm.rank, comm.size
 right, left = (rank + 1) % size, (rank - 1) % size

@@ -51,6 +51,17 @@ Status HixlImpl::GetStats(ext::Stats &stats) {
   return SUCCESS;
 }
 
+Status HixlImpl::GetCapabilities(ext::Capabilities &caps) const {
+  std::memset(&caps, 0, sizeof(caps));
+  if (!initialized()) return engine::Fail(FAILED, "GetCapabilities: engine is not initialized");
+  uint64_t flags = kBuiltCapabilities;
+  // The copy thread serves only copies into mapped memory.
+  if (!options_.direct) flags &= ~(ext::CAP_PATH_MAPPED | ext::CAP_DETACH);
+  if (options_.cma == engine::CmaMode::OFF) flags &= ~ext::CAP_PATH_CMA;
+  caps.flags = flags;
+  return SUCCESS;
+}
+
 Status HixlImpl::GetTelemetry(ext::Telemetry &out) {
   if (!initialized()) return engine::Fail(FAILED, "GetTelemetry: engine is not initialized");
   telemetry_.Fill(out);

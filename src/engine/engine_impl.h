@@ -37,6 +37,13 @@
 
 namespace hixl {
 
+/** @brief What the built-in engine's API has (ext::BuildCapabilities): all of hixl_ext.h. */
+constexpr uint64_t kBuiltCapabilities =
+    ext::CAP_ALLOC_MEM | ext::CAP_ATOMICS | ext::CAP_POST | ext::CAP_PEER_HANDLES | ext::CAP_REMOTE_PTR |
+    ext::CAP_REFRESH_PEER | ext::CAP_WAIT_NOTIFIES | ext::CAP_PEER_STATE | ext::CAP_STATS | ext::CAP_TELEMETRY |
+    ext::CAP_ENGINE_ID | ext::CAP_DOMAIN | ext::CAP_LISTEN_ANY | ext::CAP_OPTIONS | ext::CAP_PRIORITY |
+    ext::CAP_DETACH | ext::CAP_PATH_MAPPED | ext::CAP_PATH_CMA | ext::CAP_PATH_UCX | ext::CAP_BULK_LANE;
+
 class HixlImpl {
  public:
   HixlImpl() = default;
@@ -117,6 +124,8 @@ class HixlImpl {
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats) { return data_.GetPeerStats(remote, stats); }
 
   Status GetTelemetry(ext::Telemetry &out);
+  /** @brief kBuiltCapabilities less what the options switched off (ext::GetCapabilities). */
+  Status GetCapabilities(ext::Capabilities &caps) const;
   engine::Telemetry &telemetry() { return telemetry_; }
   /** @brief The counters of the peer connected at `remote`, kept alive by `hold` (null if none). */
   engine::PeerCounters *PeerCountersOf(const std::string &remote, engine::PeerPtr &hold) {

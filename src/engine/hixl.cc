@@ -287,5 +287,9 @@ Status GetTelemetry(Hixl &e, Telemetry &telemetry) { HIXL_EXT_FORWARD(e, GetTele
 
 std::string LastError() { return engine::LastErrorText(); }
 
+uint64_t BuildCapabilities() { return kBuiltCapabilities; }
+
+Status GetCapabilities(Hixl &e, Capabilities &caps) { HIXL_EXT_FORWARD(e, GetCapabilities(caps)); }
+
 }  // namespace ext
 }  // namespace hixl

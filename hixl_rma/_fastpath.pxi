@@ -27,6 +27,7 @@ cdef size_t _SHARED_COPY = kShareMinBytes
 from . import ctrl as _ctrl
 cdef uint64_t _CTRL_ACC = _ctrl.ACC
 cdef uint64_t _CTRL_SIZE = _ctrl.SIZE
+cdef Py_ssize_t _LOCK_WAITERS_WORD = _ctrl.LOCK_WAITERS // 8  # ranks of this node asleep on the lock word
 # The passive-target lock word's encoding (epochs.py): writer bit, owner (window rank + 1), count.
 cdef uint64_t _LOCK_EXCL = 1ULL << 62
 cdef int _OWNER_SHIFT = 32
@@ -857,6 +858,38 @@ cdef class WindowState:
         __atomic_exchange_n(w + _reader_word(self.n, self.comm_rank), 1, __ATOMIC_SEQ_CST)
         return True
 
+    def try_lock(self, Py_ssize_t r, bint exclusive):
+        """One try at r's lock word where it is mapped here (try_lock_word): 1 taken, 0 held by another,
+        -1 not mapped here (the engine's atomics take it)."""
+        if r < 0 or r >= self.n or self._ctrl(r) == NULL:
+            return -1
+        return 1 if self.try_lock_word(r, exclusive) else 0
+
+    def wait_lock_free(self, Py_ssize_t r, bint exclusive, double seconds):
+        """Wait without the GIL, and without spinning a core for long, until r's lock word (mapped here)
+        looks free to take or ``seconds`` passed: True. False where it is not mapped here (the caller
+        backs off instead). Taking it is try_lock's: another rank may be faster."""
+        if r < 0 or r >= self.n:
+            return False
+        cdef uint64_t *w = self._ctrl(r)
+        if w == NULL:
+            return False
+        cdef uint64_t mine = _LOCK_EXCL | (<uint64_t>(self.comm_rank + 1)) << _OWNER_SHIFT
+        cdef long long budget = <long long>(max(seconds, 0.0) * 1e9)
+        keep = self.ctrl_pins[r]  # holds the mapping while this thread reads it without the GIL
+        with nogil:
+            hixl_lock_wait(w, w + _LOCK_WAITERS_WORD, exclusive, mine, _LOCK_EXCL, budget)
+        del keep
+        return True
+
+    def wake_lock_waiters(self, Py_ssize_t r):
+        """After the Python layer released r's lock word: wake this node's ranks sleeping on it, where it
+        is mapped here (a released word mapped nowhere here has no sleepers here to wake)."""
+        if 0 <= r < self.n:
+            w = self._ctrl(r)
+            if w != NULL:
+                hixl_lock_wake(w, w + _LOCK_WAITERS_WORD)
+
     cdef int release_lock_word(self, Py_ssize_t r, bint exclusive) except -1:
         """Give r's lock word back, taking only this rank's own bits."""
         cdef uint64_t *w = self.ctrl_word[r]
@@ -868,6 +901,7 @@ cdef class WindowState:
             if __atomic_compare_exchange_n(w + _reader_word(self.n, self.comm_rank), &one, 0, False,
                                            __ATOMIC_SEQ_CST, __ATOMIC_RELAXED):
                 __atomic_fetch_add(w, <uint64_t>-1, __ATOMIC_RELEASE)
+                hixl_lock_wake(w, w + _LOCK_WAITERS_WORD)
             return 0
         while not __atomic_compare_exchange_n(w, &word, word - mine, False, __ATOMIC_RELEASE, __ATOMIC_RELAXED):
             if not word & _LOCK_EXCL or ((word >> _OWNER_SHIFT) & _OWNER_MASK) != <uint64_t>(self.comm_rank + 1):
@@ -875,6 +909,7 @@ cdef class WindowState:
                                 f"Unlock: the exclusive lock of rank {r} of window {self.label()} was not this "
                                 f"rank's any more (another rank broke it, believing this rank dead); nothing "
                                 f"was released")
+        hixl_lock_wake(w, w + _LOCK_WAITERS_WORD)
         return 0
 
     cpdef bint lock(self, object target_rank, object lock_type, object assertion) except *:
@@ -1092,8 +1127,12 @@ cdef class Target:
 
 cdef extern from *:
     """
+    #include <limits.h>
+    #include <linux/futex.h>
     #include <sched.h>
+    #include <sys/syscall.h>
     #include <time.h>
+    #include <unistd.h>
 
     static inline double hixl_now_s(void) {
       struct timespec ts;
@@ -1136,6 +1175,67 @@ cdef extern from *:
       }
     }
 
+    /* A lock word's halves as futex words (the kernel waits on 32 bits):
+       the owner's half changes when a writer lets go, the count's half
+       when a reader does. */
+    static inline uint32_t *hixl_lock_half(uint64_t *word, int writer_half) {
+    #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      return (uint32_t *)word + (writer_half ? 1 : 0);
+    #else
+      return (uint32_t *)word + (writer_half ? 0 : 1);
+    #endif
+    }
+
+    /* Until a passive-target lock word looks free to take (exclusive: 0,
+       or already this rank's `mine`; shared: no writer bit), or budget_ns
+       passed. Loads only, so the holder's cache line is not fought over.
+       A brief spin and a few yields catch a holder that lets go within
+       microseconds; then the waiter sleeps in the kernel on the half of
+       the word that a release changes, counted in `waiters` so that a
+       release on this node wakes it at once (hixl_lock_wake). A release
+       by a rank that does not map the word wakes nobody: the sleep is cut
+       at 1 ms. The counter is bumped before the word is read again and the
+       releaser reads the counter after its release (both sequentially
+       consistent), so a waiter either sees the release or is woken by it.
+       1: it looks free; 0: the budget ran out. */
+    static inline int hixl_lock_wait(uint64_t *word, uint64_t *waiters, int exclusive, uint64_t mine,
+                                     uint64_t writer, long long budget_ns) {
+      double end = hixl_now_s() + 1e-9 * (double)budget_ns;
+      for (unsigned idle = 0;; ++idle) {
+        uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+        if (exclusive ? (w == 0 || w == mine) : !(w & writer)) return 1;
+        if (idle < 64) {
+          hixl_relax(0);
+          continue;
+        }
+        double left = end - hixl_now_s();
+        if (left <= 0) return 0;
+        if (idle < 128) {
+          sched_yield();
+          continue;
+        }
+        __atomic_fetch_add(waiters, 1, __ATOMIC_SEQ_CST);
+        w = __atomic_load_n(word, __ATOMIC_SEQ_CST);
+        if (!(exclusive ? (w == 0 || w == mine) : !(w & writer))) {
+          int writer_half = (w & writer) != 0;
+          uint32_t seen = writer_half ? (uint32_t)(w >> 32) : (uint32_t)w;
+          long ns = left < 1e-3 ? (long)(left * 1e9) + 1 : 1000000L;
+          struct timespec ts = {0, ns};
+          syscall(SYS_futex, hixl_lock_half(word, writer_half), FUTEX_WAIT, seen, &ts, NULL, 0);
+        }
+        __atomic_fetch_sub(waiters, 1, __ATOMIC_SEQ_CST);
+      }
+    }
+
+    /* After a release of a lock word mapped here: wake its sleepers (a
+       load, and system calls only where some sleep). */
+    static inline void hixl_lock_wake(uint64_t *word, uint64_t *waiters) {
+      __atomic_thread_fence(__ATOMIC_SEQ_CST);
+      if (__atomic_load_n(waiters, __ATOMIC_SEQ_CST) == 0) return;
+      syscall(SYS_futex, hixl_lock_half(word, 1), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+      syscall(SYS_futex, hixl_lock_half(word, 0), FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    }
+
     static inline void hixl_pause_ms(int ms) {
       struct timespec ts = {0, ms * 1000000L};
       nanosleep(&ts, NULL);
@@ -1145,6 +1245,9 @@ cdef extern from *:
     void hixl_pause_ms(int ms) nogil
     Py_ssize_t hixl_fence_wait(uint64_t **words, size_t n, uint64_t seq, long long budget_ns) nogil
     void hixl_relax(int tries) nogil
+    int hixl_lock_wait(uint64_t *word, uint64_t *waiters, int exclusive, uint64_t mine, uint64_t writer,
+                       long long budget_ns) nogil
+    void hixl_lock_wake(uint64_t *word, uint64_t *waiters) nogil
 
 
 cdef list hixl_fence_missing(uint64_t **words, size_t n, uint64_t seq):

@@ -6,6 +6,7 @@ CPU. Offsets in bytes; every rank's block has the same layout.
 
 LOCK = 0          # reader-writer lock word: epochs.LOCK_EXCL bit | owner << 32 | shared count
 ACC = 8           # accumulate lock (0 free, else owner world rank + 1)
+LOCK_WAITERS = 16  # ranks of the owner's node asleep on LOCK (a futex): a release there wakes them
 DYN_SEQ = 64         # seqlock over the dynamic-window region table (dynamic.py)
 DYN_COUNT = 72       # regions in the table
 DYN_TABLE_ADDR = 80  # address of the (addr, len) uint64 pairs, engine memory of the owner

@@ -219,8 +219,19 @@ class Sync:
         mine = LOCK_EXCL | (w.comm.rank + 1) << _OWNER_SHIFT
         slot = CTRL.reader_offset(w.comm.size, w.comm.rank)
 
+        exclusive = lock_type == C.LOCK_EXCLUSIVE
+
         def try_once():
-            if lock_type == C.LOCK_EXCLUSIVE:
+            got = w.try_lock(t.rank, exclusive)  # mapped here: CPU atomics, in C
+            if got >= 0:
+                return got == 1
+            if engine_try():
+                return True
+            w.make_ready(t)  # connected now: the word mapped for the tries and the wait, where it can be
+            return False
+
+        def engine_try():
+            if exclusive:
                 return w.ctrl_atomic(t, eng.atomic_cas, 0, mine) in (0, mine)
             if not w.ctrl_atomic(t, eng.atomic_fetch_add, 1) & LOCK_EXCL:
                 w.ctrl_atomic(t, eng.atomic_swap, 1, offset=slot)
@@ -230,9 +241,12 @@ class Sync:
 
         kind = "exclusive" if lock_type == C.LOCK_EXCLUSIVE else "shared"
         # Backing off leaves the core to the holder, which may need ours.
+        # Where the word is mapped here, the wait between tries is C's, without the GIL, woken as the
+        # word looks free (the poll still checks deadline, interruption and dead holders every 0.1 s).
         _rt.poll(try_once, w.rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
             f"Lock: could not take the {kind} lock of rank {t.rank} of window {w.label()} "
-            f"within {w.rt.timeout_ms} ms"), check=lambda: self._break_dead(t))
+            f"within {w.rt.timeout_ms} ms"), check=lambda: self._break_dead(t),
+            block=lambda seconds: w.wait_lock_free(t.rank, exclusive, seconds))
 
     def _break_dead(self, t):
         """Release at t what ranks known dead hold of its lock word: an
@@ -249,8 +263,16 @@ class Sync:
         for r in dead:
             if w.ctrl_atomic(t, eng.atomic_cas, 1, 0, offset=CTRL.reader_offset(w.comm.size, r)) == 1:
                 w.ctrl_atomic(t, eng.atomic_fetch_add, _MASK)  # its shared hold: -1
+        w.wake_lock_waiters(t.rank)
 
     def _release(self, t, lock_type):
+        try:
+            self._release_word(t, lock_type)
+        finally:
+            # The ranks of this node asleep on the word (a waiting _acquire) wake now, not at their next check.
+            self.w.wake_lock_waiters(t.rank)
+
+    def _release_word(self, t, lock_type):
         w = self.w
         eng = w.engine
         if lock_type == C.LOCK_EXCLUSIVE:

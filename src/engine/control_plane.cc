@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 
 #include "auth.h"
 #include "prefault.h"
@@ -47,7 +46,6 @@ constexpr auto kRefusedRetryFor = std::chrono::milliseconds(300);
 constexpr int32_t kFinalizeTeardownMs = 2000;
 constexpr int32_t kByeMs = 200;  // the most Finalize spends telling its clients it goes
 constexpr int kNoRetry = 0, kRetryRefused = 1, kRetryDropped = 2;
-constexpr size_t kMaxNotifySenders = 4096;  // engine ids whose notifies are counted apart (telemetry)
 constexpr int32_t kFailedConnectTeardownMs = 1000;
 /// The progress thread's poll window never stretches beyond this.
 constexpr std::chrono::microseconds kMaxPollWindow{500};
@@ -85,15 +83,7 @@ Status ControlPlane::Start(const HostPort &local) {
     return FromUcs(s, "UCX initialization failed");
   }
   PrepareEndpointConfig();
-  ucp_am_handler_param_t am;
-  std::memset(&am, 0, sizeof(am));
-  am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
-                  UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
-  am.id = kNotifyAmId;
-  am.cb = &ControlPlane::OnNotify;
-  am.arg = this;
-  am.flags = UCP_AM_FLAG_WHOLE_MSG;
-  ucs_status_t us = ucp_worker_set_am_recv_handler(worker_->get(), &am);
+  ucs_status_t us = inbox_.Attach(worker_->get());
   if (us != UCS_OK) return FromUcs(us, "cannot install the notify handler");
 
   epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
@@ -119,6 +109,7 @@ Status ControlPlane::Start(const HostPort &local) {
   } else {
     listen_address_ = local.host;
   }
+  inbox_.Open();
   running_ = true;
   progress_ = std::thread([this] {
     NameThread("hixl-progress");
@@ -175,8 +166,7 @@ void ControlPlane::PrepareEndpointConfig() {
 void ControlPlane::Stop() {
   if (running_.exchange(false)) {
     Wake();
-    std::lock_guard<std::mutex> lk(notify_mu_);
-    notify_cv_.notify_all();  // a caller in WaitNotifies returns now
+    inbox_.Close();  // a caller in WaitNotifies returns now
   }
   if (progress_.joinable()) progress_.join();
   prefaulter_.Stop();  // lets go of the keys it holds before the peers are torn down
@@ -211,21 +201,10 @@ void ControlPlane::Stop() {
   listen_paused_ = false;
   epoll_fd_.reset();
   wake_fd_.reset();
-  {
-    std::lock_guard<std::mutex> lk(notify_mu_);
-    notifies_.clear();
-    notifies_from_.clear();
-  }
-  if (worker_) {
-    // The worker may outlive this plane (an endpoint a late call still
-    // holds progresses it while closing): no notify may reach us after this.
-    ucp_am_handler_param_t am;
-    std::memset(&am, 0, sizeof(am));
-    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
-    am.id = kNotifyAmId;
-    am.cb = nullptr;
-    ucp_worker_set_am_recv_handler(worker_->get(), &am);
-  }
+  inbox_.Clear();
+  // The worker may outlive this plane (an endpoint a late call still
+  // holds progresses it while closing): no notify may reach us after this.
+  if (worker_) NotifyInbox::Detach(worker_->get());
   worker_.reset();
   listen_address_.clear();
 }
@@ -1158,62 +1137,26 @@ void ControlPlane::MarkDead(const PeerPtr &peer, const std::string &why) {
 
 // ---------------------------------------------------------------- notifies
 
-ucs_status_t ControlPlane::OnNotify(void *arg, const void *header, size_t header_length, void *data, size_t length,
-                                    const ucp_am_recv_param_t *param) {
-  auto *self = static_cast<ControlPlane *>(arg);
-  uint32_t lens[3];  // name, message, sender's engine id
-  if (header_length < sizeof(lens) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
-  std::memcpy(lens, header, sizeof(lens));
-  if (static_cast<size_t>(lens[0]) + lens[1] != length || lens[2] > kMaxNameLen ||
-      header_length != sizeof(lens) + lens[2])
-    return UCS_OK;
-  const char *p = static_cast<const char *>(data);
-  NotifyDesc n{AscendString(p, lens[0]), AscendString(p + lens[0], lens[1])};
-  std::string from(static_cast<const char *>(header) + sizeof(lens), lens[2]);
-  {
-    std::lock_guard<std::mutex> lk(self->notify_mu_);
-    self->notifies_.push_back(std::move(n));
-    // Bounded: senders beyond the first kMaxNotifySenders ids are counted in the engine's total only.
-    auto it = self->notifies_from_.find(from);
-    if (it != self->notifies_from_.end())
-      ++it->second;
-    else if (self->notifies_from_.size() < kMaxNotifySenders)
-      self->notifies_from_.emplace(std::move(from), 1);
-  }
-  self->notify_cv_.notify_all();
-  ++self->notifies_received_;
-  return UCS_OK;
-}
-
-uint64_t ControlPlane::NotifiesReceivedFrom(const std::string &engine_id) {
-  if (engine_id.empty()) return ext::kNotifiesUnattributed;  // engines without ids cannot be told apart
-  std::lock_guard<std::mutex> lk(notify_mu_);
-  auto it = notifies_from_.find(engine_id);
-  return it == notifies_from_.end() ? 0 : it->second;
-}
+uint64_t ControlPlane::NotifiesReceivedFrom(const std::string &engine_id) { return inbox_.ReceivedFrom(engine_id); }
 
 Status ControlPlane::GetNotifies(std::vector<NotifyDesc> &notifies) {
   if (!started()) return Fail(FAILED, "GetNotifies: engine is not initialized");
   // Receiving needs progress; a poller must not depend on the thread's wakeup.
   ucp_worker_progress(worker_->get());
-  std::lock_guard<std::mutex> lk(notify_mu_);
-  notifies.assign(std::make_move_iterator(notifies_.begin()), std::make_move_iterator(notifies_.end()));
-  notifies_.clear();
+  inbox_.Take(notifies);
   return SUCCESS;
 }
 
 Status ControlPlane::WaitNotifies(int32_t timeout_ms) {
   if (!started()) return Fail(FAILED, "WaitNotifies: engine is not initialized");
-  // The progress thread receives (OnNotify) and signals; with a caller
+  // The progress thread receives (the inbox's handler) and signals; with a caller
   // asleep here it is the only one progressing the worker, as it should be.
-  std::unique_lock<std::mutex> lk(notify_mu_);
-  notify_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms),
-                      [&] { return !notifies_.empty() || !running_; });
+  inbox_.Wait(timeout_ms);
   return SUCCESS;
 }
 
 void ControlPlane::AddStats(ext::Stats &s) {
-  s.notifies_received = notifies_received_;
+  s.notifies_received = inbox_.received();
   s.table_refreshes = table_refreshes_;
   std::lock_guard<std::mutex> lk(mu_);
   s.regions = regions_.size() + withdrawing_.size();

@@ -7,16 +7,16 @@
 // - the connected peers (peers_, by name; peer_by_conn_, by control
 //   socket), the accepted control connections of clients (accepted_), and
 //   this engine's registered regions (regions_), all under mu_;
-// - the invalidations waiting for acks (ack_waits_, under mu_) and the
-//   notifies received (notifies_, under notify_mu_).
+// - the invalidations waiting for acks (ack_waits_, under mu_);
+// - the notify inbox (inbox_: notify_inbox.h, its own lock).
 //
 // Threads: callers connect, disconnect, register and withdraw memory, and
 // fetch a peer's table again (RefreshTable, on a data plane miss). The
 // progress thread sleeps on the worker's event fd and the control sockets:
 // it accepts clients and runs their handshake, answers table requests,
 // collects invalidation acks, applies a peer's invalidations, notices a
-// peer's death, receives notifies (OnNotify, from inside worker progress)
-// and closes the control sockets of peers torn down. It alone erases
+// peer's death, delivers notifies to the inbox (from inside worker
+// progress) and closes the control sockets of peers torn down. It alone erases
 // accepted_ entries and closes peers' sockets while it runs.
 #ifndef HIXL_ENGINE_CONTROL_PLANE_H
 #define HIXL_ENGINE_CONTROL_PLANE_H
@@ -25,7 +25,6 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,6 +37,7 @@
 #include "auth.h"
 #include "detached.h"
 #include "hixl/hixl_types.h"
+#include "notify_inbox.h"
 #include "options.h"
 #include "peer.h"
 #include "prefault.h"
@@ -182,8 +182,6 @@ class ControlPlane {
   void HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
   Status ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
                         uint64_t *seq = nullptr);
-  static ucs_status_t OnNotify(void *arg, const void *header, size_t header_length, void *data, size_t length,
-                               const ucp_am_recv_param_t *param);
 
   const Options &options_;
   Copier &copier_;  ///< an invalidation's ack and a teardown finish the peer's detached jobs first
@@ -213,15 +211,12 @@ class ControlPlane {
 
   Prefaulter prefaulter_;  ///< populates peers' segments mapped by DecodeTable
 
-  std::mutex notify_mu_;
-  std::condition_variable notify_cv_;  ///< signalled when notifies_ gets one, and at Stop
-  std::deque<NotifyDesc> notifies_;
-  std::map<std::string, uint64_t> notifies_from_;  ///< by the sender's engine id (under notify_mu_)
+  NotifyInbox inbox_;
 
   /// Bumped whenever a peer region may stop being mapped here (retired key,
   /// dropped peer): direct pointers cached by callers are stale after a change.
   std::atomic<uint64_t> mapping_generation_{0};
-  std::atomic<uint64_t> notifies_received_{0}, table_refreshes_{0}, accepts_total_{0};
+  std::atomic<uint64_t> table_refreshes_{0}, accepts_total_{0};
 };
 
 }  // namespace engine

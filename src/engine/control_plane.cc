@@ -192,10 +192,9 @@ void ControlPlane::Stop() {
       if (a.authed() && a.fd.valid() && a.out.empty()) SendAll(a.fd.get(), Frame(Msg::BYE, 0, ""), bye_deadline);
     }
     accepted_.clear();  // closes their sockets
-    regions_.clear();
-    withdrawing_.clear();  // no peer is left to reach them
     ack_waits_.clear();
   }
+  registry_.Clear();  // no peer is left to reach them
   listen_fd_.reset();
   reserve_fd_.reset();
   listen_paused_ = false;
@@ -220,86 +219,54 @@ void ControlPlane::Wake() {
 
 Status ControlPlane::RegisterMem(const MemDesc &mem, MemType type, MemHandle &handle) {
   if (!started()) return Fail(FAILED, "RegisterMem: engine is not initialized");
-  if (mem.addr == 0 || mem.len == 0) return Fail(PARAM_INVALID, "RegisterMem: null address or zero length");
-  if (mem.addr + mem.len < mem.addr) return Fail(PARAM_INVALID, "RegisterMem: region wraps around");
-  if (type != MEM_HOST && type != MEM_DEVICE) return Fail(PARAM_INVALID, "RegisterMem: unknown memory type");
-  // Overlapping registrations are allowed (MPI lets several windows expose
-  // the same memory); each is a region of its own with its own key.
-  auto region = std::make_unique<LocalRegion>();
-  region->type = type;
-  region->allocated = false;
-  try {
-    region->map = std::make_unique<MemMap>(worker_->context(), reinterpret_cast<void *>(mem.addr), mem.len, false,
-                                           type == MEM_DEVICE ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST);
-  } catch (ucs_status_t s) {
-    return FromUcs(s, "RegisterMem: ucp_mem_map of " + std::to_string(mem.len) + " bytes failed");
-  }
-  std::lock_guard<std::mutex> lk(mu_);
-  region->id = next_region_id_++;
-  handle = region.get();
-  regions_[handle] = std::move(region);
-  return SUCCESS;
+  return registry_.Register(worker_->context(), mem, type, handle);
 }
 
 Status ControlPlane::AllocMem(size_t len, MemType type, MemHandle &handle, void *&addr) {
   if (!started()) return Fail(FAILED, "AllocMem: engine is not initialized");
-  if (len == 0) return Fail(PARAM_INVALID, "AllocMem: zero length");
-  if (type != MEM_HOST) return Fail(UNSUPPORTED, "AllocMem: only host memory can be engine-allocated");
-  auto region = std::make_unique<LocalRegion>();
-  region->type = type;
-  region->allocated = true;
-  try {
-    region->map = std::make_unique<MemMap>(worker_->context(), nullptr, len, true, UCS_MEMORY_TYPE_HOST);
-  } catch (ucs_status_t s) {
-    return FromUcs(s, "AllocMem: UCX could not allocate " + std::to_string(len) + " bytes");
-  }
-  Prefault(static_cast<char *>(region->map->address()), len);
-  std::lock_guard<std::mutex> lk(mu_);
-  region->id = next_region_id_++;
-  addr = region->map->address();
-  handle = region.get();
-  regions_[handle] = std::move(region);
-  return SUCCESS;
+  return registry_.Alloc(worker_->context(), len, type, handle, addr);
 }
 
 Status ControlPlane::Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &region) {
   if (!started()) return Fail(FAILED, "DeregisterMem: engine is not initialized");
-  std::unique_lock<std::mutex> lk(mu_);
-  std::shared_ptr<AckWait> wait;
-  auto wit = withdrawing_.find(handle);
-  if (wit == withdrawing_.end()) {
-    auto it = regions_.find(handle);
-    if (it == regions_.end()) return Fail(PARAM_INVALID, "DeregisterMem: unknown or already deregistered handle");
-    // Peers must stop using the region (and complete what they posted to
-    // it) before its memory is unmapped.
-    wait = std::make_shared<AckWait>();
-    wait->req_id = next_id_++;
-    Writer w;
-    w.u64(it->second->id);
-    std::string frame = Frame(Msg::INVALIDATE, wait->req_id, w.str());
-    for (auto &kv : accepted_) {
-      Accepted &a = *kv.second;
-      if (a.authed() && Queue(a, frame)) wait->pending.insert(a.id);
+  auto wait = std::make_shared<AckWait>();
+  uint64_t region_id = 0;
+  bool started_here = false;
+  Status st = registry_.BeginWithdraw(handle, wait, region_id, started_here);
+  if (st != SUCCESS) return st;
+  {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (started_here) {
+      // Peers must stop using the region (and complete what they posted to
+      // it) before its memory is unmapped. A client that finished its
+      // handshake before this lock was ours is told; one after it got a
+      // table without the region.
+      wait->req_id = next_id_++;
+      Writer w;
+      w.u64(region_id);
+      std::string frame = Frame(Msg::INVALIDATE, wait->req_id, w.str());
+      for (auto &kv : accepted_) {
+        Accepted &a = *kv.second;
+        if (a.authed() && Queue(a, frame)) wait->pending.insert(a.id);
+      }
+      wait->sent = true;
+      ack_waits_[wait->req_id] = wait;
+      ack_cv_.notify_all();  // a second Withdraw of this handle waits for these acks now
     }
-    withdrawing_[handle] = Withdrawing{std::move(it->second), wait};
-    regions_.erase(it);
-    ack_waits_[wait->req_id] = wait;
-  } else {
-    wait = wit->second.wait;  // asked again after a timeout: wait for the rest
+    auto deadline = DeadlineIn(options_.timeout_ms);
+    auto acked = [&] { return wait->sent && wait->pending.empty(); };
+    ack_cv_.wait_until(lk, deadline, [&] { return acked() || !running_; });
+    if (!acked() && running_) {
+      return Fail(TIMEOUT, "DeregisterMem: " + std::to_string(wait->pending.size()) +
+                               " connected peer(s) did not acknowledge the withdrawal within " +
+                               std::to_string(options_.timeout_ms) +
+                               " ms (stalled?); the region stays mapped, out of reach of new transfers: "
+                               "deregister it again to wait for them");
+    }
   }
-  auto deadline = DeadlineIn(options_.timeout_ms);
-  ack_cv_.wait_until(lk, deadline, [&] { return wait->pending.empty() || !running_; });
-  if (!wait->pending.empty() && running_) {
-    return Fail(TIMEOUT, "DeregisterMem: " + std::to_string(wait->pending.size()) +
-                             " connected peer(s) did not acknowledge the withdrawal within " +
-                             std::to_string(options_.timeout_ms) +
-                             " ms (stalled?); the region stays mapped, out of reach of new transfers: "
-                             "deregister it again to wait for them");
-  }
-  auto done = withdrawing_.find(handle);
-  if (done == withdrawing_.end()) return Fail(PARAM_INVALID, "DeregisterMem: handle withdrawn meanwhile");
-  region = std::move(done->second.region);
-  withdrawing_.erase(done);
+  st = registry_.FinishWithdraw(handle, region);
+  if (st != SUCCESS) return st;
+  std::lock_guard<std::mutex> lk(mu_);
   ack_waits_.erase(wait->req_id);
   return SUCCESS;
 }
@@ -339,21 +306,6 @@ void ControlPlane::SendQueued(Accepted &a) {
     a.out_armed = want;
   }
   if (!want && a.close_after_out) shutdown(a.fd.get(), SHUT_RDWR);
-}
-
-std::string ControlPlane::EncodeTable() {
-  Writer w;
-  w.u32(static_cast<uint32_t>(regions_.size()));
-  for (auto &kv : regions_) {
-    const auto &r = *kv.second;
-    w.u64(r.id);
-    w.u64(r.addr());
-    w.u64(r.len());
-    w.u32(static_cast<uint32_t>(r.type));
-    w.u32(r.allocated ? 1U : 0U);
-    w.bytes(r.map->packed_rkey());
-  }
-  return w.str();
 }
 
 Status ControlPlane::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
@@ -1018,7 +970,7 @@ bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const 
       Writer w;
       w.bytes(worker_->address());
       HostIdentity::Self().Encode(w);
-      std::string table = EncodeTable();
+      std::string table = registry_.EncodeTable();
       w.raw(table.data(), table.size());
       a.stage = Accepted::Stage::AUTHED;
       accepts_total_.fetch_add(1, std::memory_order_relaxed);
@@ -1031,7 +983,7 @@ bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const 
   }
   switch (type) {
     case Msg::TABLE_REQ:
-      return Queue(a, Frame(Msg::TABLE_RESP, h.req_id, EncodeTable()));
+      return Queue(a, Frame(Msg::TABLE_RESP, h.req_id, registry_.EncodeTable()));
     case Msg::INVALIDATE_ACK: {
       auto it = ack_waits_.find(h.req_id);
       if (it != ack_waits_.end()) {
@@ -1158,8 +1110,8 @@ Status ControlPlane::WaitNotifies(int32_t timeout_ms) {
 void ControlPlane::AddStats(ext::Stats &s) {
   s.notifies_received = inbox_.received();
   s.table_refreshes = table_refreshes_;
+  s.regions = registry_.count();
   std::lock_guard<std::mutex> lk(mu_);
-  s.regions = regions_.size() + withdrawing_.size();
   s.endpoints = peers_.size();
   for (auto &kv : accepted_) s.accepted += kv.second->authed() ? 1 : 0;
 }

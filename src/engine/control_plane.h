@@ -5,8 +5,10 @@
 //   Stop; endpoints and memory maps hold them alive past that if they must;
 // - the listener, the epoll set, the wake eventfd and the progress thread;
 // - the connected peers (peers_, by name; peer_by_conn_, by control
-//   socket), the accepted control connections of clients (accepted_), and
-//   this engine's registered regions (regions_), all under mu_;
+//   socket) and the accepted control connections of clients (accepted_),
+//   under mu_;
+// - this engine's registered regions (registry_: region_registry.h, its own
+//   lock, taken inside mu_ and never around it);
 // - the invalidations waiting for acks (ack_waits_, under mu_);
 // - the notify inbox (inbox_: notify_inbox.h, its own lock).
 //
@@ -41,22 +43,13 @@
 #include "options.h"
 #include "peer.h"
 #include "prefault.h"
+#include "region_registry.h"
 #include "ucx_raii.h"
 #include "unique_fd.h"
 #include "wire.h"
 
 namespace hixl {
 namespace engine {
-
-/** @brief A region this engine exposes to its peers. */
-struct LocalRegion {
-  MemType type;
-  bool allocated;  ///< UCX-allocated: same-node peers can map it
-  std::unique_ptr<MemMap> map;
-  uint64_t id = 0;  ///< in tables and invalidations; never reused by this engine
-  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(map->address()); }
-  size_t len() const { return map->length(); }
-};
 
 /** @brief An incoming control connection (one per connected client). */
 struct Accepted {
@@ -76,16 +69,13 @@ struct Accepted {
   bool close_after_out = false;  ///< a refusal: close once it is sent
 };
 
-/** @brief Collects the acks of one invalidation. */
+/** @brief Collects the acks of one invalidation (its fields under ControlPlane::mu_). */
 struct AckWait {
   std::set<uint64_t> pending;  ///< accepted-connection ids yet to answer
   uint64_t req_id = 0;
-};
-
-/** @brief A region taken out of the table whose invalidation some client has not acknowledged yet. */
-struct Withdrawing {
-  std::unique_ptr<LocalRegion> region;
-  std::shared_ptr<AckWait> wait;
+  /// The invalidation went out (pending is filled): a second Withdraw of the
+  /// handle, which finds the region out of the table already, waits for that too.
+  bool sent = false;
 };
 
 class ControlPlane {
@@ -168,7 +158,6 @@ class ControlPlane {
   /** @brief Retire a key dropped from a peer's table (its table_mu held exclusively). */
   void Retire(Peer &peer, std::shared_ptr<RemoteKey> key);
   void PrepareEndpointConfig();
-  std::string EncodeTable();
   Status DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
                      const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out);
   Status Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id, Deadline deadline,
@@ -201,16 +190,14 @@ class ControlPlane {
   std::map<std::string, PeerPtr> peers_;
   std::map<uint64_t, PeerPtr> peer_by_conn_;
   std::map<uint64_t, std::unique_ptr<Accepted>> accepted_;
-  std::map<MemHandle, std::unique_ptr<LocalRegion>> regions_;
   std::map<uint64_t, std::shared_ptr<AckWait>> ack_waits_;
-  std::map<MemHandle, Withdrawing> withdrawing_;
-  uint64_t next_region_id_ = 1;
   std::vector<PeerPtr> pending_close_;  ///< torn down; the progress thread closes their sockets
   std::condition_variable ack_cv_;
   uint64_t next_id_ = 16;  ///< ids < 16 are reserved for fixed fds in epoll
 
   Prefaulter prefaulter_;  ///< populates peers' segments mapped by DecodeTable
 
+  RegionRegistry registry_;
   NotifyInbox inbox_;
 
   /// Bumped whenever a peer region may stop being mapped here (retired key,

@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <fcntl.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "auth.h"
 #include "prefault.h"
@@ -25,15 +25,8 @@ namespace engine {
 
 namespace {
 
-constexpr uint64_t kIdUcx = 1, kIdWake = 2, kIdListen = 3;
-constexpr int kMaxEvents = 64;
-constexpr int kEpollWaitMs = 100;
 constexpr int32_t kWarmUpMs = 100;  // PrepareEndpointConfig's bound
-constexpr auto kParkStep = std::chrono::milliseconds(1);
 constexpr auto kHandshakeGrace = std::chrono::seconds(5);
-/// However busy the worker keeps it, the progress thread serves the control
-/// sockets (accepts, handshakes, tables, acks, the sweep) this often.
-constexpr auto kControlEvery = std::chrono::milliseconds(1);
 /// Connections that have not authenticated yet: beyond this many the oldest
 /// is dropped (a real client finishes in two round trips).
 constexpr size_t kMaxStrangers = 64;
@@ -47,18 +40,6 @@ constexpr int32_t kFinalizeTeardownMs = 2000;
 constexpr int32_t kByeMs = 200;  // the most Finalize spends telling its clients it goes
 constexpr int kNoRetry = 0, kRetryRefused = 1, kRetryDropped = 2;
 constexpr int32_t kFailedConnectTeardownMs = 1000;
-/// The progress thread's poll window never stretches beyond this.
-constexpr std::chrono::microseconds kMaxPollWindow{500};
-
-void EpollCtl(int epfd, int op, int fd, uint64_t id, uint32_t events) {
-  epoll_event ev;
-  std::memset(&ev, 0, sizeof(ev));
-  ev.events = events;
-  ev.data.u64 = id;
-  epoll_ctl(epfd, op, fd, &ev);
-}
-
-void EpollAdd(int epfd, int fd, uint64_t id) { EpollCtl(epfd, EPOLL_CTL_ADD, fd, id, EPOLLIN); }
 
 }  // namespace
 
@@ -86,11 +67,8 @@ Status ControlPlane::Start(const HostPort &local) {
   ucs_status_t us = inbox_.Attach(worker_->get());
   if (us != UCS_OK) return FromUcs(us, "cannot install the notify handler");
 
-  epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
-  wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!epoll_fd_.valid() || !wake_fd_.valid()) return Fail(RESOURCE_EXHAUSTED, "cannot create epoll/eventfd");
-  EpollAdd(epoll_fd_.get(), worker_->event_fd(), kIdUcx);
-  EpollAdd(epoll_fd_.get(), wake_fd_.get(), kIdWake);
+  Status st = loop_.Open(worker_);
+  if (st != SUCCESS) return st;
   if (local.port >= 0) {
     // Without a token anyone who reaches the port is let in: only this host may.
     if (options_.token.size() < kMinNetworkTokenLen && !IsLoopback(local))
@@ -103,18 +81,14 @@ Status ControlPlane::Start(const HostPort &local) {
     if (!listen_fd_.valid()) return Fail(PARAM_INVALID, err);
     listen_port_ = static_cast<uint32_t>(port);
     reserve_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
-    EpollAdd(epoll_fd_.get(), listen_fd_.get(), kIdListen);
+    loop_.Add(listen_fd_.get(), EventLoop::kIdListen);
     listen_address_ = (local.host.find(':') != std::string::npos ? "[" + local.host + "]" : local.host) + ":" +
                       std::to_string(port);
   } else {
     listen_address_ = local.host;
   }
   inbox_.Open();
-  running_ = true;
-  progress_ = std::thread([this] {
-    NameThread("hixl-progress");
-    ProgressLoop();
-  });
+  loop_.Start(*this, std::chrono::microseconds(options_.poll_us));
   guard.armed = false;
   return SUCCESS;
 }
@@ -164,11 +138,8 @@ void ControlPlane::PrepareEndpointConfig() {
 }
 
 void ControlPlane::Stop() {
-  if (running_.exchange(false)) {
-    Wake();
-    inbox_.Close();  // a caller in WaitNotifies returns now
-  }
-  if (progress_.joinable()) progress_.join();
+  inbox_.Close();  // a caller in WaitNotifies returns now
+  loop_.Stop();
   prefaulter_.Stop();  // lets go of the keys it holds before the peers are torn down
   std::vector<PeerPtr> peers;
   {
@@ -197,22 +168,13 @@ void ControlPlane::Stop() {
   registry_.Clear();  // no peer is left to reach them
   listen_fd_.reset();
   reserve_fd_.reset();
-  listen_paused_ = false;
-  epoll_fd_.reset();
-  wake_fd_.reset();
+  loop_.Close();
   inbox_.Clear();
   // The worker may outlive this plane (an endpoint a late call still
   // holds progresses it while closing): no notify may reach us after this.
   if (worker_) NotifyInbox::Detach(worker_->get());
   worker_.reset();
   listen_address_.clear();
-}
-
-void ControlPlane::Wake() {
-  if (!wake_fd_.valid()) return;
-  uint64_t one = 1;
-  ssize_t r = write(wake_fd_.get(), &one, sizeof(one));
-  (void)r;
 }
 
 // ---------------------------------------------------------------- regions
@@ -241,7 +203,7 @@ Status ControlPlane::Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &re
       // it) before its memory is unmapped. A client that finished its
       // handshake before this lock was ours is told; one after it got a
       // table without the region.
-      wait->req_id = next_id_++;
+      wait->req_id = loop_.NextId();
       Writer w;
       w.u64(region_id);
       std::string frame = Frame(Msg::INVALIDATE, wait->req_id, w.str());
@@ -255,8 +217,8 @@ Status ControlPlane::Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &re
     }
     auto deadline = DeadlineIn(options_.timeout_ms);
     auto acked = [&] { return wait->sent && wait->pending.empty(); };
-    ack_cv_.wait_until(lk, deadline, [&] { return acked() || !running_; });
-    if (!acked() && running_) {
+    ack_cv_.wait_until(lk, deadline, [&] { return acked() || !loop_.running(); });
+    if (!acked() && loop_.running()) {
       return Fail(TIMEOUT, "DeregisterMem: " + std::to_string(wait->pending.size()) +
                                " connected peer(s) did not acknowledge the withdrawal within " +
                                std::to_string(options_.timeout_ms) +
@@ -302,7 +264,7 @@ void ControlPlane::SendQueued(Accepted &a) {
   a.out.erase(0, off);
   bool want = !a.out.empty();
   if (want != a.out_armed) {
-    EpollCtl(epoll_fd_.get(), EPOLL_CTL_MOD, a.fd.get(), a.id, want ? (EPOLLIN | EPOLLOUT) : EPOLLIN);
+    loop_.Modify(a.fd.get(), a.id, want ? (EPOLLIN | EPOLLOUT) : EPOLLIN);
     a.out_armed = want;
   }
   if (!want && a.close_after_out) shutdown(a.fd.get(), SHUT_RDWR);
@@ -495,10 +457,10 @@ Status ControlPlane::Publish(const PeerPtr &peer, bool by_name) {
     if (by_name && peers_.count(peer->name)) {
       st = Fail(ALREADY_CONNECTED, "Connect: already connected to " + peer->name);
     } else {
-      peer->conn_id = next_id_++;
+      peer->conn_id = loop_.NextId();
       if (by_name) peers_[peer->name] = peer;
       peer_by_conn_[peer->conn_id] = peer;
-      EpollAdd(epoll_fd_.get(), peer->fd.get(), peer->conn_id);
+      loop_.Add(peer->fd.get(), peer->conn_id);
       return SUCCESS;
     }
   }
@@ -551,10 +513,10 @@ void ControlPlane::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
     peer->closing = true;
     peer->resp_cv.notify_all();  // a control request waiting on it gives up
   }
-  if (running_) {
+  if (loop_.running()) {
     std::lock_guard<std::mutex> lk(mu_);
     pending_close_.push_back(peer);
-    Wake();
+    loop_.Wake();
   }
 }
 
@@ -598,11 +560,7 @@ ext::PeerState ControlPlane::StateOf(const std::string &remote) {
 
 Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
                                     uint64_t *seq) {
-  uint64_t req_id;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    req_id = next_id_++;
-  }
+  const uint64_t req_id = loop_.NextId();
   // The entry waits for the answer; whatever happens, this call removes it
   // (an answer arriving after it is gone is dropped).
   {
@@ -691,117 +649,13 @@ void ControlPlane::Retire(Peer &peer, std::shared_ptr<RemoteKey> key) {
 
 // ---------------------------------------------------------- progress thread
 
-void ControlPlane::ProgressLoop() {
-  epoll_event evs[kMaxEvents];
-  ucp_worker_h w = worker_->get();
-  // After target-side work (software atomics, tcp RMA, notifies) keep polling
-  // briefly: the next request of a burst usually follows within microseconds,
-  // and a sleep on the event fd would add a thread wake-up to each. Idle, the
-  // thread sleeps; one-sided transfers (cma, mapped memory) never wake it.
-  // Progress made while a caller of this process waits in Worker::Wait() is
-  // (almost always) that caller's own completion, which the caller polls
-  // for: a poll window then would only be a third busy thread on the
-  // caller's cores.
-  //
-  // While a caller waits, it progresses the worker itself, so this thread
-  // keeps off it (and off its lock: UCX's worker lock is a spinlock, and a
-  // thread spinning on it while the holder shares its core, as under
-  // Open MPI's default binding, spins for a whole time slice). Parked, it
-  // still serves the control sockets every kParkStep.
-  // The window is also counted in polls: a thread descheduled in the middle
-  // of it (its core shared with the rank's main thread, as under binding)
-  // still polls a while once it runs again instead of finding the window
-  // spent and going to sleep just before the next request.
-  //
-  // A burst whose requests come a little further apart than the window (each
-  // remote atomic waiting for this thread to wake, which is what spaces
-  // them) would find the thread asleep every time, and stay that slow. So
-  // when work comes soon after the thread went to sleep, the window
-  // stretches to twice that spacing (at most kMaxPollWindow): the next
-  // request then finds it polling, and the burst speeds up again. Work after
-  // a longer sleep resets the window.
-  using std::chrono::microseconds;
-  const microseconds base_window{options_.poll_us};
-  microseconds window = base_window;
-  auto last_work = Clock::now() - window;
-  unsigned idle_polls = 4 * static_cast<unsigned>(window.count());
-  bool woke = false;
-  // Work arriving faster than the poll window keeps the loop off epoll_wait:
-  // the control sockets are served on this clock as well, or a burst of
-  // target-side work would starve accepts, tables, acks and the sweep.
-  auto last_control = Clock::now();
-  while (running_) {
-    if (worker_->callers_waiting() > 0) {
-      ParkWhileCallersWait(evs, kMaxEvents);
-      last_control = Clock::now();
-      continue;
-    }
-    unsigned done = 0;
-    auto now = Clock::now();
-    while (ucp_worker_progress(w) != 0) {
-      ++done;
-      if ((done & 63) == 0 && (now = Clock::now()) - last_control >= kControlEvery) break;
-    }
-    now = Clock::now();
-    if (now - last_control >= kControlEvery) {
-      ServeControl(evs, kMaxEvents, 0);
-      last_control = now;
-    }
-    if (done != 0 && worker_->callers_waiting() == 0) {
-      if (woke && base_window.count() > 0) {  // PollUs=0: never poll
-        auto spacing = std::chrono::duration_cast<microseconds>(now - last_work);
-        window = spacing < kMaxPollWindow ? std::max(base_window, std::min(kMaxPollWindow, 2 * spacing))
-                                          : base_window;
-      }
-      last_work = now;
-      idle_polls = 0;
-    }
-    woke = false;
-    if (now - last_work < window || idle_polls < 4 * static_cast<unsigned>(window.count())) {
-      ++idle_polls;
-      continue;
-    }
-    if (ucp_worker_arm(w) == UCS_ERR_BUSY) continue;
-    ServeControl(evs, kMaxEvents, kEpollWaitMs);
-    last_control = Clock::now();
-    woke = true;
-  }
-}
-
-void ControlPlane::ServeControl(epoll_event *evs, int max_events, int timeout_ms) {
-  if (listen_paused_ && Clock::now() >= listen_resume_) ResumeListening();
-  int n = epoll_wait(epoll_fd_.get(), evs, max_events, timeout_ms);
-  for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64, evs[i].events);
+void ControlPlane::OnRound() {
   RunPendingCloses();
   DropStrangers();
 }
 
-void ControlPlane::ParkWhileCallersWait(epoll_event *evs, int max_events) {
-  worker_->ParkWhileCallersWait(kParkStep, [&] { return !running_; });
-  ServeControl(evs, max_events, 0);
-}
-
-void ControlPlane::PauseListening() {
-  if (listen_paused_) return;
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, listen_fd_.get(), nullptr);
-  listen_paused_ = true;
-  listen_resume_ = Clock::now() + kListenBackoff;
-}
-
-void ControlPlane::ResumeListening() {
-  EpollAdd(epoll_fd_.get(), listen_fd_.get(), kIdListen);
-  listen_paused_ = false;
-}
-
-void ControlPlane::ServeEvent(uint64_t id, uint32_t events) {
-  if (id == kIdUcx) return;  // the worker is progressed by the loop (or by a waiting caller)
-  if (id == kIdWake) {
-    uint64_t v;
-    ssize_t r = read(wake_fd_.get(), &v, sizeof(v));
-    (void)r;
-    return;
-  }
-  if (id == kIdListen) {
+void ControlPlane::OnEvent(uint64_t id, uint32_t events) {
+  if (id == EventLoop::kIdListen) {
     AcceptAll();
     return;
   }
@@ -837,7 +691,7 @@ void ControlPlane::RunPendingCloses() {
 void ControlPlane::ClosePeerFd(Peer &peer) {
   std::lock_guard<std::mutex> sl(peer.send_mu);
   if (!peer.fd.valid()) return;
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, peer.fd.get(), nullptr);
+  loop_.Remove(peer.fd.get());
   peer.fd.reset();
 }
 
@@ -879,7 +733,7 @@ void ControlPlane::AcceptAll() {
           if (drop >= 0) close(drop);
           reserve_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
         }
-        PauseListening();
+        loop_.PauseFor(listen_fd_.get(), EventLoop::kIdListen, kListenBackoff);
       }
       return;
     }
@@ -893,8 +747,8 @@ void ControlPlane::AcceptAll() {
     size_t strangers = 0;
     {
       std::lock_guard<std::mutex> lk(mu_);
-      a->id = next_id_++;
-      EpollAdd(epoll_fd_.get(), fd, a->id);
+      a->id = loop_.NextId();
+      loop_.Add(fd, a->id);
       accepted_[a->id] = std::move(a);
       for (auto &kv : accepted_) strangers += kv.second->authed() ? 0 : 1;
     }
@@ -906,7 +760,7 @@ void ControlPlane::CloseAccepted(uint64_t id) {
   std::lock_guard<std::mutex> lk(mu_);
   auto it = accepted_.find(id);
   if (it == accepted_.end()) return;
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
+  loop_.Remove(it->second->fd.get());
   accepted_.erase(it);  // closes its socket
   // A client that went away cannot hold up an invalidation.
   for (auto &kv : ack_waits_) kv.second->pending.erase(id);

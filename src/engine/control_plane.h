@@ -1,29 +1,30 @@
 // ControlPlane: the engine's UCX worker, its connections and its memory.
 //
-// Owns (one owner each):
+// A composition of parts, each owning its state (one owner each):
 // - the UCX worker (and through it the context), made by Start, dropped by
 //   Stop; endpoints and memory maps hold them alive past that if they must;
-// - the listener, the epoll set, the wake eventfd and the progress thread;
-// - the connected peers (peers_, by name; peer_by_conn_, by control
-//   socket) and the accepted control connections of clients (accepted_),
-//   under mu_;
+// - the event loop (loop_: event_loop.h): the epoll set, the wake eventfd,
+//   the progress thread, the listener's pause, the ids; no lock of its own;
+// - the listener, the connected peers (peers_, by name; peer_by_conn_, by
+//   control socket), the accepted control connections of clients
+//   (accepted_) and the invalidations waiting for acks (ack_waits_), under
+//   mu_;
 // - this engine's registered regions (registry_: region_registry.h, its own
 //   lock, taken inside mu_ and never around it);
-// - the invalidations waiting for acks (ack_waits_, under mu_);
-// - the notify inbox (inbox_: notify_inbox.h, its own lock).
+// - the notify inbox (inbox_: notify_inbox.h, its own lock, a leaf).
 //
 // Threads: callers connect, disconnect, register and withdraw memory, and
 // fetch a peer's table again (RefreshTable, on a data plane miss). The
-// progress thread sleeps on the worker's event fd and the control sockets:
-// it accepts clients and runs their handshake, answers table requests,
+// progress thread (the event loop's) sleeps on the worker's event fd and
+// the control sockets, and hands each event to this plane (OnEvent): it
+// accepts clients and runs their handshake, answers table requests,
 // collects invalidation acks, applies a peer's invalidations, notices a
 // peer's death, delivers notifies to the inbox (from inside worker
-// progress) and closes the control sockets of peers torn down. It alone erases
-// accepted_ entries and closes peers' sockets while it runs.
+// progress) and, after each round (OnRound), closes the control sockets of
+// peers torn down and drops strangers. It alone erases accepted_ entries
+// and closes peers' sockets while it runs.
 #ifndef HIXL_ENGINE_CONTROL_PLANE_H
 #define HIXL_ENGINE_CONTROL_PLANE_H
-
-#include <sys/epoll.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -32,12 +33,12 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "hixl/hixl_ext.h"
 #include "auth.h"
 #include "detached.h"
+#include "event_loop.h"
 #include "hixl/hixl_types.h"
 #include "notify_inbox.h"
 #include "options.h"
@@ -78,7 +79,7 @@ struct AckWait {
   bool sent = false;
 };
 
-class ControlPlane {
+class ControlPlane : private EventLoop::Handler {
  public:
   ControlPlane(const Options &options, Copier &copier) : options_(options), copier_(copier) {}
   ~ControlPlane() { Stop(); }
@@ -134,15 +135,10 @@ class ControlPlane {
   void AddStats(ext::Stats &s);
 
  private:
-  void ProgressLoop();
-  void Wake();
-  void ServeEvent(uint64_t id, uint32_t events);
-  void ServeControl(epoll_event *evs, int max_events, int timeout_ms);
+  void OnEvent(uint64_t id, uint32_t events) override;
+  void OnRound() override;
   bool Queue(Accepted &a, const std::string &frame);
   void SendQueued(Accepted &a);
-  void PauseListening();
-  void ResumeListening();
-  void ParkWhileCallersWait(epoll_event *evs, int max_events);
   void AcceptAll();
   void ServeAccepted(Accepted &a);
   bool HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std::string &payload);
@@ -179,21 +175,15 @@ class ControlPlane {
   uint32_t listen_port_ = 0;
   UniqueFd listen_fd_;
   UniqueFd reserve_fd_;  ///< given up to accept (and drop) a connection when out of descriptors
-  bool listen_paused_ = false;  ///< progress thread only
-  Clock::time_point listen_resume_{};
-  UniqueFd epoll_fd_;
-  UniqueFd wake_fd_;
-  std::thread progress_;
-  std::atomic<bool> running_{false};
+  EventLoop loop_;
 
-  std::mutex mu_;  ///< guards the maps below, next_id_, and writes to accepted sockets
+  std::mutex mu_;  ///< guards the maps below, and writes to accepted sockets
   std::map<std::string, PeerPtr> peers_;
   std::map<uint64_t, PeerPtr> peer_by_conn_;
   std::map<uint64_t, std::unique_ptr<Accepted>> accepted_;
   std::map<uint64_t, std::shared_ptr<AckWait>> ack_waits_;
   std::vector<PeerPtr> pending_close_;  ///< torn down; the progress thread closes their sockets
   std::condition_variable ack_cv_;
-  uint64_t next_id_ = 16;  ///< ids < 16 are reserved for fixed fds in epoll
 
   Prefaulter prefaulter_;  ///< populates peers' segments mapped by DecodeTable
 

@@ -5,12 +5,12 @@
 //   Stop; endpoints and memory maps hold them alive past that if they must;
 // - the event loop (loop_: event_loop.h): the epoll set, the wake eventfd,
 //   the progress thread, the listener's pause, the ids; no lock of its own;
-// - the listener, the connected peers (peers_, by name; peer_by_conn_, by
-//   control socket), the accepted control connections of clients
-//   (accepted_) and the invalidations waiting for acks (ack_waits_), under
-//   mu_;
-// - this engine's registered regions (registry_: region_registry.h, its own
-//   lock, taken inside mu_ and never around it);
+// - the connected peers (peers_, by name; peer_by_conn_, by control
+//   socket) and the peers torn down whose sockets are to close, under mu_;
+// - the listener, the accepted control connections of clients and the
+//   invalidations waiting for their acks (acceptor_: acceptor.h, its lock);
+// - this engine's registered regions (registry_: region_registry.h, its
+//   lock, a leaf taken inside the acceptor's and never around it);
 // - the notify inbox (inbox_: notify_inbox.h, its own lock, a leaf).
 //
 // Threads: callers connect, disconnect, register and withdraw memory, and
@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "hixl/hixl_ext.h"
+#include "acceptor.h"
 #include "auth.h"
 #include "detached.h"
 #include "event_loop.h"
@@ -51,33 +52,6 @@
 
 namespace hixl {
 namespace engine {
-
-/** @brief An incoming control connection (one per connected client). */
-struct Accepted {
-  uint64_t id;
-  UniqueFd fd;
-  enum class Stage { HELLO, PROOF, AUTHED } stage = Stage::HELLO;
-  bool authed() const { return stage == Stage::AUTHED; }
-  Clock::time_point since;
-  FrameReader reader;
-  std::string client_nonce, server_nonce;  ///< the handshake's, until it is done
-  std::string client_id;  ///< the engine id the client claims (its proof covers it)
-  /// Whole frames not yet sent (under mu_): every frame to a client goes
-  /// through here, so the stream never carries a partial frame and stays in
-  /// the order the state changed in; the progress thread sends the rest.
-  std::string out;
-  bool out_armed = false;  ///< EPOLLOUT is on for the socket
-  bool close_after_out = false;  ///< a refusal: close once it is sent
-};
-
-/** @brief Collects the acks of one invalidation (its fields under ControlPlane::mu_). */
-struct AckWait {
-  std::set<uint64_t> pending;  ///< accepted-connection ids yet to answer
-  uint64_t req_id = 0;
-  /// The invalidation went out (pending is filled): a second Withdraw of the
-  /// handle, which finds the region out of the table already, waits for that too.
-  bool sent = false;
-};
 
 class ControlPlane : private EventLoop::Handler {
  public:
@@ -118,7 +92,7 @@ class ControlPlane : private EventLoop::Handler {
   /** @brief The peers connected now (telemetry's snapshot). */
   std::vector<PeerPtr> Peers();
   /** @brief Incoming connections authenticated since Start. */
-  uint64_t accepts_total() const { return accepts_total_.load(std::memory_order_relaxed); }
+  uint64_t accepts_total() const { return acceptor_.accepts_total(); }
   /** @brief Whether `remote` is connected, dead or unknown (ext::GetPeerState); consumes nothing. */
   ext::PeerState StateOf(const std::string &remote);
   /** @brief Fetch the peer's memory table again (a transfer named an address the cached one lacks). */
@@ -137,13 +111,6 @@ class ControlPlane : private EventLoop::Handler {
  private:
   void OnEvent(uint64_t id, uint32_t events) override;
   void OnRound() override;
-  bool Queue(Accepted &a, const std::string &frame);
-  void SendQueued(Accepted &a);
-  void AcceptAll();
-  void ServeAccepted(Accepted &a);
-  bool HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std::string &payload);
-  void CloseAccepted(uint64_t id);
-  void DropStrangers();
   void ServePeer(const PeerPtr &peer);
   void HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
   void MarkDead(const PeerPtr &peer, const std::string &why);
@@ -172,28 +139,23 @@ class ControlPlane : private EventLoop::Handler {
   Copier &copier_;  ///< an invalidation's ack and a teardown finish the peer's detached jobs first
   std::shared_ptr<Worker> worker_;
   std::string listen_address_;
-  uint32_t listen_port_ = 0;
-  UniqueFd listen_fd_;
-  UniqueFd reserve_fd_;  ///< given up to accept (and drop) a connection when out of descriptors
   EventLoop loop_;
 
-  std::mutex mu_;  ///< guards the maps below, and writes to accepted sockets
+  std::mutex mu_;  ///< guards the maps below
   std::map<std::string, PeerPtr> peers_;
   std::map<uint64_t, PeerPtr> peer_by_conn_;
-  std::map<uint64_t, std::unique_ptr<Accepted>> accepted_;
-  std::map<uint64_t, std::shared_ptr<AckWait>> ack_waits_;
   std::vector<PeerPtr> pending_close_;  ///< torn down; the progress thread closes their sockets
-  std::condition_variable ack_cv_;
 
   Prefaulter prefaulter_;  ///< populates peers' segments mapped by DecodeTable
 
   RegionRegistry registry_;
+  Acceptor acceptor_{options_, loop_, registry_};
   NotifyInbox inbox_;
 
   /// Bumped whenever a peer region may stop being mapped here (retired key,
   /// dropped peer): direct pointers cached by callers are stale after a change.
   std::atomic<uint64_t> mapping_generation_{0};
-  std::atomic<uint64_t> table_refreshes_{0}, accepts_total_{0};
+  std::atomic<uint64_t> table_refreshes_{0};
 };
 
 }  // namespace engine

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "control_plane.h"  // AckWait
+#include "acceptor.h"  // AckWait
 #include "region_registry.h"
 #include "status.h"
 #include "wire.h"

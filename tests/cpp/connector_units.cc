@@ -7,25 +7,23 @@
 
 #include <chrono>
 #include <memory>
-#include <shared_mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "connector.h"
 #include "control_plane.h"
 #include "detached.h"
 #include "event_loop.h"
+#include "loopback.h"
 #include "options.h"
 #include "status.h"
 #include "wire.h"
 
 using namespace hixl;
 using namespace hixl::engine;
+using namespace hixl::engine::testing;
 
 namespace {
-
-const char kKey[] = "the job key of these tests";
 
 /** A connector served by its own loop, as the control plane serves it. */
 struct Client : EventLoop::Handler {
@@ -36,7 +34,7 @@ struct Client : EventLoop::Handler {
   Connector connector{options, copier, loop};
 
   Client() {
-    options.auth_key = kKey;
+    options.auth_key = kTestKey;
     options.engine_id = "client";
     options.timeout_ms = 5000;
     REQUIRE(loop.Open(worker) == SUCCESS);
@@ -52,40 +50,14 @@ struct Client : EventLoop::Handler {
   void OnRound() override { connector.RunPendingCloses(); }
 };
 
-/** A server engine's control plane on loopback. */
-struct Server {
-  Options options;
-  Copier copier;
-  ControlPlane cp{options, copier};
-  Server() {
-    options.auth_key = kKey;
-    options.engine_id = "server";
-    options.timeout_ms = 5000;
-    HostPort hp;
-    REQUIRE(ParseHostPort("127.0.0.1:0", hp));
-    REQUIRE(cp.Start(hp) == SUCCESS);
-  }
-};
-
-bool Holds(const PeerPtr &peer, uintptr_t addr) {
-  std::shared_lock<std::shared_mutex> lock(peer->table_mu);
-  return peer->Find(addr, 1) != nullptr;
-}
-
-template <class Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 2000 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  return pred();
-}
-
 }  // namespace
 
 TEST_CASE("connector: a refused connect is retried a little, then fails without waiting out the timeout") {
   Client c;
   std::string closed;
   {
-    Server gone;  // a port that was an engine's a moment ago
-    closed = gone.cp.listen_address();
+    Plane gone("server");  // a port that was an engine's a moment ago
+    closed = gone.address();
   }
   const auto t0 = std::chrono::steady_clock::now();
   CHECK(c.connector.Connect(closed, 5000, "") == NOT_CONNECTED);
@@ -95,7 +67,7 @@ TEST_CASE("connector: a refused connect is retried a little, then fails without 
 }
 
 TEST_CASE("connector: a table refresh brings what the server registered since; a disconnect forgets the peer") {
-  Server s;
+  Plane s("server");
   Client c;
   REQUIRE(c.connector.Connect(s.cp.listen_address(), 5000, "server") == SUCCESS);
   PeerPtr peer = c.connector.Find(s.cp.listen_address());
@@ -124,7 +96,7 @@ TEST_CASE("connector: a table refresh brings what the server registered since; a
 }
 
 TEST_CASE("connector: a server that finalizes is a dead peer, and cached mappings are stale") {
-  auto s = std::make_unique<Server>();
+  auto s = std::make_unique<Plane>("server");
   Client c;
   const std::string address = s->cp.listen_address();
   REQUIRE(c.connector.Connect(address, 5000, "") == SUCCESS);

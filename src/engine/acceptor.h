@@ -79,7 +79,7 @@ class Acceptor {
    *        `worker_address` is what a client learns at the end of its handshake.
    */
   Status Listen(const HostPort &local, const std::string &worker_address, std::string &address);
-  /** @brief Tell every authenticated client that this engine goes (briefly), close every connection and the listener. */
+  /** @brief Tell every authenticated client this engine goes (briefly); close every connection and the listener. */
   void Stop();
 
   /** @brief Accept what waits on the listener (progress thread, on its event). */

@@ -64,7 +64,7 @@ size_t Connector::count() {
 }
 
 Status Connector::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
-                                 const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out) {
+                              const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out) {
   uint32_t count = 0;
   if (!c.u32(count) || count > kMaxRegions) return Fail(FAILED, "malformed memory table from " + peer.name);
   out.clear();
@@ -100,8 +100,8 @@ Status Connector::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> 
 }
 
 Status Connector::Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id,
-                               Deadline deadline, UniqueFd &sock, std::string &payload, int &retry,
-                               std::string &proven_id) {
+                            Deadline deadline, UniqueFd &sock, std::string &payload, int &retry,
+                            std::string &proven_id) {
   retry = kNoRetry;
   std::string err;
   int sys_err = 0;
@@ -178,7 +178,7 @@ Status Connector::OpenLane(const PeerPtr &peer, Deadline deadline, PeerPtr &lane
 }
 
 Status Connector::Dial(const std::string &remote, const HostPort &hp, const std::string &expected_id,
-                          Deadline deadline, PeerPtr &out) {
+                       Deadline deadline, PeerPtr &out) {
   const auto refused_until = std::min(deadline, Clock::now() + kRefusedRetryFor);
   // The socket stays this call's until the peer holds it: no other owner,
   // so a failure closes it exactly once.
@@ -347,7 +347,7 @@ ext::PeerState Connector::StateOf(const std::string &remote) {
 }
 
 Status Connector::ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
-                                    uint64_t *seq) {
+                                 uint64_t *seq) {
   const uint64_t req_id = loop_.NextId();
   // The entry waits for the answer; whatever happens, this call removes it
   // (an answer arriving after it is gone is dropped).

@@ -1,23 +1,10 @@
-// The control plane (control_plane.h): UCX worker, registration,
-// connections, the progress thread and the control protocol.
+// The control plane (control_plane.h): the UCX worker, the parts' lifecycle,
+// and the calls that take more than one part (Withdraw, AddStats).
 #include "control_plane.h"
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <fcntl.h>
-#include <sys/eventfd.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <iterator>
 
-#include "auth.h"
-#include "prefault.h"
-#include "share.h"
 #include "status.h"
 #include "ucx_env.h"
 
@@ -26,41 +13,7 @@ namespace engine {
 
 namespace {
 
-constexpr uint64_t kIdUcx = 1, kIdWake = 2, kIdListen = 3;
-constexpr int kMaxEvents = 64;
-constexpr int kEpollWaitMs = 100;
 constexpr int32_t kWarmUpMs = 100;  // PrepareEndpointConfig's bound
-constexpr auto kParkStep = std::chrono::milliseconds(1);
-constexpr auto kHandshakeGrace = std::chrono::seconds(5);
-/// However busy the worker keeps it, the progress thread serves the control
-/// sockets (accepts, handshakes, tables, acks, the sweep) this often.
-constexpr auto kControlEvery = std::chrono::milliseconds(1);
-/// Connections that have not authenticated yet: beyond this many the oldest
-/// is dropped (a real client finishes in two round trips).
-constexpr size_t kMaxStrangers = 64;
-/// Out of descriptors: the listener is off for this long (no spinning on it).
-constexpr auto kListenBackoff = std::chrono::milliseconds(100);
-/// What may wait unsent to one client before it counts as gone.
-constexpr size_t kMaxQueued = 64U << 20;
-/// A refused connect is tried again within the timeout, but for this long at most.
-constexpr auto kRefusedRetryFor = std::chrono::milliseconds(300);
-constexpr int32_t kFinalizeTeardownMs = 2000;
-constexpr int32_t kByeMs = 200;  // the most Finalize spends telling its clients it goes
-constexpr int kNoRetry = 0, kRetryRefused = 1, kRetryDropped = 2;
-constexpr size_t kMaxNotifySenders = 4096;  // engine ids whose notifies are counted apart (telemetry)
-constexpr int32_t kFailedConnectTeardownMs = 1000;
-/// The progress thread's poll window never stretches beyond this.
-constexpr std::chrono::microseconds kMaxPollWindow{500};
-
-void EpollCtl(int epfd, int op, int fd, uint64_t id, uint32_t events) {
-  epoll_event ev;
-  std::memset(&ev, 0, sizeof(ev));
-  ev.events = events;
-  ev.data.u64 = id;
-  epoll_ctl(epfd, op, fd, &ev);
-}
-
-void EpollAdd(int epfd, int fd, uint64_t id) { EpollCtl(epfd, EPOLL_CTL_ADD, fd, id, EPOLLIN); }
 
 }  // namespace
 
@@ -85,45 +38,20 @@ Status ControlPlane::Start(const HostPort &local) {
     return FromUcs(s, "UCX initialization failed");
   }
   PrepareEndpointConfig();
-  ucp_am_handler_param_t am;
-  std::memset(&am, 0, sizeof(am));
-  am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
-                  UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
-  am.id = kNotifyAmId;
-  am.cb = &ControlPlane::OnNotify;
-  am.arg = this;
-  am.flags = UCP_AM_FLAG_WHOLE_MSG;
-  ucs_status_t us = ucp_worker_set_am_recv_handler(worker_->get(), &am);
+  ucs_status_t us = inbox_.Attach(worker_->get());
   if (us != UCS_OK) return FromUcs(us, "cannot install the notify handler");
 
-  epoll_fd_.reset(epoll_create1(EPOLL_CLOEXEC));
-  wake_fd_.reset(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!epoll_fd_.valid() || !wake_fd_.valid()) return Fail(RESOURCE_EXHAUSTED, "cannot create epoll/eventfd");
-  EpollAdd(epoll_fd_.get(), worker_->event_fd(), kIdUcx);
-  EpollAdd(epoll_fd_.get(), wake_fd_.get(), kIdWake);
+  Status st = loop_.Open(worker_);
+  if (st != SUCCESS) return st;
   if (local.port >= 0) {
-    // Without a token anyone who reaches the port is let in: only this host may.
-    if (options_.token.size() < kMinNetworkTokenLen && !IsLoopback(local))
-      return Fail(PARAM_INVALID, "Initialize: an engine listening on " + local.host + " (not loopback) needs a job "
-                                 "token (option JobToken) of at least " + std::to_string(kMinNetworkTokenLen) +
-                                 " bytes");
-    std::string err;
-    int port = 0;
-    listen_fd_.reset(Listen(local, port, err));
-    if (!listen_fd_.valid()) return Fail(PARAM_INVALID, err);
-    listen_port_ = static_cast<uint32_t>(port);
-    reserve_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
-    EpollAdd(epoll_fd_.get(), listen_fd_.get(), kIdListen);
-    listen_address_ = (local.host.find(':') != std::string::npos ? "[" + local.host + "]" : local.host) + ":" +
-                      std::to_string(port);
+    st = acceptor_.Listen(local, worker_->address(), listen_address_);
+    if (st != SUCCESS) return st;
   } else {
     listen_address_ = local.host;
   }
-  running_ = true;
-  progress_ = std::thread([this] {
-    NameThread("hixl-progress");
-    ProgressLoop();
-  });
+  connector_.Open(worker_, listen_address_);
+  inbox_.Open();
+  loop_.Start(*this, std::chrono::microseconds(options_.poll_us));
   guard.armed = false;
   return SUCCESS;
 }
@@ -173,1052 +101,112 @@ void ControlPlane::PrepareEndpointConfig() {
 }
 
 void ControlPlane::Stop() {
-  if (running_.exchange(false)) {
-    Wake();
-    std::lock_guard<std::mutex> lk(notify_mu_);
-    notify_cv_.notify_all();  // a caller in WaitNotifies returns now
-  }
-  if (progress_.joinable()) progress_.join();
-  prefaulter_.Stop();  // lets go of the keys it holds before the peers are torn down
-  std::vector<PeerPtr> peers;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (auto &kv : peers_) peers.push_back(kv.second);
-    for (auto &p : pending_close_) peers.push_back(p);
-    peers_.clear();
-    pending_close_.clear();
-  }
-  for (auto &p : peers) TeardownPeer(p, DeadlineIn(kFinalizeTeardownMs));
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    for (auto &kv : peer_by_conn_)
-      if (kv.second->fd.valid()) ClosePeerFd(*kv.second);
-    peer_by_conn_.clear();
-    // The clients hear that this engine is going, not that it died: their
-    // calls on it fail from now on naming why (best effort, briefly).
-    auto bye_deadline = DeadlineIn(kByeMs);
-    for (auto &kv : accepted_) {
-      Accepted &a = *kv.second;
-      if (a.authed() && a.fd.valid() && a.out.empty()) SendAll(a.fd.get(), Frame(Msg::BYE, 0, ""), bye_deadline);
-    }
-    accepted_.clear();  // closes their sockets
-    regions_.clear();
-    withdrawing_.clear();  // no peer is left to reach them
-    ack_waits_.clear();
-  }
-  listen_fd_.reset();
-  reserve_fd_.reset();
-  listen_paused_ = false;
-  epoll_fd_.reset();
-  wake_fd_.reset();
-  {
-    std::lock_guard<std::mutex> lk(notify_mu_);
-    notifies_.clear();
-    notifies_from_.clear();
-  }
-  if (worker_) {
-    // The worker may outlive this plane (an endpoint a late call still
-    // holds progresses it while closing): no notify may reach us after this.
-    ucp_am_handler_param_t am;
-    std::memset(&am, 0, sizeof(am));
-    am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
-    am.id = kNotifyAmId;
-    am.cb = nullptr;
-    ucp_worker_set_am_recv_handler(worker_->get(), &am);
-  }
+  inbox_.Close();  // a caller in WaitNotifies returns now
+  loop_.Stop();
+  connector_.Stop();
+  acceptor_.Stop();
+  registry_.Clear();  // no peer is left to reach them
+  loop_.Close();
+  inbox_.Clear();
+  // The worker may outlive this plane (an endpoint a late call still
+  // holds progresses it while closing): no notify may reach us after this.
+  if (worker_) NotifyInbox::Detach(worker_->get());
   worker_.reset();
   listen_address_.clear();
-}
-
-void ControlPlane::Wake() {
-  if (!wake_fd_.valid()) return;
-  uint64_t one = 1;
-  ssize_t r = write(wake_fd_.get(), &one, sizeof(one));
-  (void)r;
 }
 
 // ---------------------------------------------------------------- regions
 
 Status ControlPlane::RegisterMem(const MemDesc &mem, MemType type, MemHandle &handle) {
   if (!started()) return Fail(FAILED, "RegisterMem: engine is not initialized");
-  if (mem.addr == 0 || mem.len == 0) return Fail(PARAM_INVALID, "RegisterMem: null address or zero length");
-  if (mem.addr + mem.len < mem.addr) return Fail(PARAM_INVALID, "RegisterMem: region wraps around");
-  if (type != MEM_HOST && type != MEM_DEVICE) return Fail(PARAM_INVALID, "RegisterMem: unknown memory type");
-  // Overlapping registrations are allowed (MPI lets several windows expose
-  // the same memory); each is a region of its own with its own key.
-  auto region = std::make_unique<LocalRegion>();
-  region->type = type;
-  region->allocated = false;
-  try {
-    region->map = std::make_unique<MemMap>(worker_->context(), reinterpret_cast<void *>(mem.addr), mem.len, false,
-                                           type == MEM_DEVICE ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST);
-  } catch (ucs_status_t s) {
-    return FromUcs(s, "RegisterMem: ucp_mem_map of " + std::to_string(mem.len) + " bytes failed");
-  }
-  std::lock_guard<std::mutex> lk(mu_);
-  region->id = next_region_id_++;
-  handle = region.get();
-  regions_[handle] = std::move(region);
-  return SUCCESS;
+  return registry_.Register(worker_->context(), mem, type, handle);
 }
 
 Status ControlPlane::AllocMem(size_t len, MemType type, MemHandle &handle, void *&addr) {
   if (!started()) return Fail(FAILED, "AllocMem: engine is not initialized");
-  if (len == 0) return Fail(PARAM_INVALID, "AllocMem: zero length");
-  if (type != MEM_HOST) return Fail(UNSUPPORTED, "AllocMem: only host memory can be engine-allocated");
-  auto region = std::make_unique<LocalRegion>();
-  region->type = type;
-  region->allocated = true;
-  try {
-    region->map = std::make_unique<MemMap>(worker_->context(), nullptr, len, true, UCS_MEMORY_TYPE_HOST);
-  } catch (ucs_status_t s) {
-    return FromUcs(s, "AllocMem: UCX could not allocate " + std::to_string(len) + " bytes");
-  }
-  Prefault(static_cast<char *>(region->map->address()), len);
-  std::lock_guard<std::mutex> lk(mu_);
-  region->id = next_region_id_++;
-  addr = region->map->address();
-  handle = region.get();
-  regions_[handle] = std::move(region);
-  return SUCCESS;
+  return registry_.Alloc(worker_->context(), len, type, handle, addr);
 }
 
 Status ControlPlane::Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &region) {
   if (!started()) return Fail(FAILED, "DeregisterMem: engine is not initialized");
-  std::unique_lock<std::mutex> lk(mu_);
-  std::shared_ptr<AckWait> wait;
-  auto wit = withdrawing_.find(handle);
-  if (wit == withdrawing_.end()) {
-    auto it = regions_.find(handle);
-    if (it == regions_.end()) return Fail(PARAM_INVALID, "DeregisterMem: unknown or already deregistered handle");
-    // Peers must stop using the region (and complete what they posted to
-    // it) before its memory is unmapped.
-    wait = std::make_shared<AckWait>();
-    wait->req_id = next_id_++;
-    Writer w;
-    w.u64(it->second->id);
-    std::string frame = Frame(Msg::INVALIDATE, wait->req_id, w.str());
-    for (auto &kv : accepted_) {
-      Accepted &a = *kv.second;
-      if (a.authed() && Queue(a, frame)) wait->pending.insert(a.id);
-    }
-    withdrawing_[handle] = Withdrawing{std::move(it->second), wait};
-    regions_.erase(it);
-    ack_waits_[wait->req_id] = wait;
-  } else {
-    wait = wit->second.wait;  // asked again after a timeout: wait for the rest
-  }
-  auto deadline = DeadlineIn(options_.timeout_ms);
-  ack_cv_.wait_until(lk, deadline, [&] { return wait->pending.empty() || !running_; });
-  if (!wait->pending.empty() && running_) {
-    return Fail(TIMEOUT, "DeregisterMem: " + std::to_string(wait->pending.size()) +
+  auto wait = std::make_shared<AckWait>();
+  uint64_t region_id = 0;
+  bool started_here = false;
+  Status st = registry_.BeginWithdraw(handle, wait, region_id, started_here);
+  if (st != SUCCESS) return st;
+  // Peers must stop using the region (and complete what they posted to it)
+  // before its memory is unmapped.
+  if (started_here) acceptor_.Invalidate(region_id, wait);
+  size_t missing = 0;
+  if (!acceptor_.WaitAcks(*wait, DeadlineIn(options_.timeout_ms), missing))
+    return Fail(TIMEOUT, "DeregisterMem: " + std::to_string(missing) +
                              " connected peer(s) did not acknowledge the withdrawal within " +
                              std::to_string(options_.timeout_ms) +
                              " ms (stalled?); the region stays mapped, out of reach of new transfers: "
                              "deregister it again to wait for them");
-  }
-  auto done = withdrawing_.find(handle);
-  if (done == withdrawing_.end()) return Fail(PARAM_INVALID, "DeregisterMem: handle withdrawn meanwhile");
-  region = std::move(done->second.region);
-  withdrawing_.erase(done);
-  ack_waits_.erase(wait->req_id);
-  return SUCCESS;
-}
-
-bool ControlPlane::Queue(Accepted &a, const std::string &frame) {
-  if (!a.fd.valid()) return false;
-  if (a.out.size() + frame.size() > kMaxQueued) {
-    // It stopped reading long ago: it is dropped (its end sees the connection lost).
-    shutdown(a.fd.get(), SHUT_RDWR);
-    return false;
-  }
-  a.out.append(frame);
-  SendQueued(a);
-  return true;
-}
-
-void ControlPlane::SendQueued(Accepted &a) {
-  size_t off = 0;
-  while (off < a.out.size()) {
-    ssize_t n = send(a.fd.get(), a.out.data() + off, a.out.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      off += static_cast<size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    // Broken: the client is gone; the progress thread sees it at the next read.
-    a.out.clear();
-    shutdown(a.fd.get(), SHUT_RDWR);
-    off = 0;
-    break;
-  }
-  a.out.erase(0, off);
-  bool want = !a.out.empty();
-  if (want != a.out_armed) {
-    EpollCtl(epoll_fd_.get(), EPOLL_CTL_MOD, a.fd.get(), a.id, want ? (EPOLLIN | EPOLLOUT) : EPOLLIN);
-    a.out_armed = want;
-  }
-  if (!want && a.close_after_out) shutdown(a.fd.get(), SHUT_RDWR);
-}
-
-std::string ControlPlane::EncodeTable() {
-  Writer w;
-  w.u32(static_cast<uint32_t>(regions_.size()));
-  for (auto &kv : regions_) {
-    const auto &r = *kv.second;
-    w.u64(r.id);
-    w.u64(r.addr());
-    w.u64(r.len());
-    w.u32(static_cast<uint32_t>(r.type));
-    w.u32(r.allocated ? 1U : 0U);
-    w.bytes(r.map->packed_rkey());
-  }
-  return w.str();
-}
-
-Status ControlPlane::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
-                                 const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out) {
-  uint32_t count = 0;
-  if (!c.u32(count) || count > kMaxRegions) return Fail(FAILED, "malformed memory table from " + peer.name);
-  out.clear();
-  out.reserve(count);
-  for (uint32_t i = 0; i < count; ++i) {
-    uint64_t id = 0, addr = 0, len = 0;
-    uint32_t type = 0, flags = 0;
-    std::string rkey;
-    if (!c.u64(id) || !c.u64(addr) || !c.u64(len) || !c.u32(type) || !c.u32(flags) || !c.bytes(rkey, kMaxRkeyLen) ||
-        addr + len < addr)
-      return Fail(FAILED, "malformed memory table from " + peer.name);
-    // A region we know already keeps its key and mapping (no re-attach, warm page tables).
-    auto same = std::find_if(old.begin(), old.end(), [&](const RemoteRegion &r) { return r.id == id; });
-    if (same != old.end()) {
-      out.push_back(*same);
-      continue;
-    }
-    RemoteRegion r{id, addr, len, type, nullptr, nullptr};
-    try {
-      r.rkey = std::make_shared<RemoteKey>(ep, rkey);
-    } catch (ucs_status_t s) {
-      return FromUcs(s, "cannot unpack a remote key of " + peer.name);
-    }
-    void *ptr = nullptr;
-    if (options_.direct && ucp_rkey_ptr(r.rkey->get(), addr, &ptr) == UCS_OK) {
-      r.mapped = static_cast<char *>(ptr);
-      prefaulter_.Add(r.mapped, len, r.rkey);
-    }
-    out.push_back(std::move(r));
-  }
-  std::sort(out.begin(), out.end(), [](const RemoteRegion &a, const RemoteRegion &b) { return a.addr < b.addr; });
+  st = registry_.FinishWithdraw(handle, region);
+  if (st != SUCCESS) return st;
+  acceptor_.ForgetAcks(*wait);
   return SUCCESS;
 }
 
 // ------------------------------------------------------------ connections
 
-Status ControlPlane::Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id,
-                               Deadline deadline, UniqueFd &sock, std::string &payload, int &retry,
-                               std::string &proven_id) {
-  retry = kNoRetry;
-  std::string err;
-  int sys_err = 0;
-  sock.reset(ConnectTcp(hp, deadline, err, &sys_err));
-  if (!sock.valid()) {
-    retry = sys_err == ECONNREFUSED ? kRetryRefused : kNoRetry;
-    return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED, "Connect to " + remote + " failed: " + err);
-  }
-  const int fd = sock.get();
-  const std::string nonce = MakeNonce();
-  if (nonce.empty()) return Fail(FAILED, "Connect to " + remote + ": no random bytes for the handshake");
-  Writer hello;
-  hello.bytes(nonce);
-  hello.bytes(listen_address_.substr(0, kMaxNameLen));
-  hello.bytes(options_.engine_id);
-  FrameHeader h;
-  std::string challenge;
-  if (!SendAll(fd, Frame(Msg::HELLO, 0, hello.str()), deadline) ||
-      !RecvFrame(fd, h, challenge, kMaxHelloPayload, deadline)) {
-    // Dropped before a word (a listener out of descriptors, or shedding
-    // strangers): worth another try within the timeout.
-    retry = kRetryDropped;
-    return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED,
-                "Connect to " + remote + ": no handshake answer (is it a HIXL engine?)");
-  }
-  Cursor cc(challenge.data(), challenge.size());
-  std::string server_nonce, server_id, server_proof;
-  if (h.type != static_cast<uint16_t>(Msg::CHALLENGE) || !cc.bytes(server_nonce, kNonceLen) ||
-      server_nonce.size() != kNonceLen || !cc.bytes(server_id, kMaxNameLen) || !cc.bytes(server_proof, kMacLen))
-    return Fail(FAILED, "Connect to " + remote + ": malformed handshake (not a HIXL engine of this version?)");
-  // The server proves the token (and its id) first: one that cannot learns nothing from us.
-  if (!ConstantTimeEqual(server_proof, Proof(options_.auth_key, "server", server_id, nonce, server_nonce, hp.port)))
-    return Fail(FAILED, "Connect to " + remote + " refused: the engine there does not prove this job token "
-                        "and domain (job token or domain mismatch, or another process on that port)");
-  // Another engine of this job (an address that reaches another host, a
-  // port taken over): not the one asked for, and told nothing more.
-  if (!expected_id.empty() && !ConstantTimeEqual(server_id, expected_id))
-    return Fail(FAILED, "Connect to " + remote + " refused: the engine there is '" + server_id + "' of this job, not '" +
-                            expected_id + "'");
-  Writer proof;
-  proof.bytes(Proof(options_.auth_key, "client", options_.engine_id, nonce, server_nonce, hp.port));
-  if (!SendAll(fd, Frame(Msg::PROOF, 0, proof.str()), deadline) || !RecvFrame(fd, h, payload, kMaxPayload, deadline))
-    return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED,
-                "Connect to " + remote + ": the handshake was cut short");
-  if (h.type != static_cast<uint16_t>(Msg::HELLO_OK))
-    return Fail(FAILED, "Connect to " + remote + " refused: job token mismatch");
-  proven_id = server_id;
-  return SUCCESS;
-}
-
 Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id) {
   if (!started()) return Fail(FAILED, "Connect: engine is not initialized");
-  HostPort hp;
-  if (!ParseHostPort(remote, hp) || hp.port <= 0)
-    return Fail(PARAM_INVALID, "Connect: remote engine '" + remote + "' is not \"ip:port\" with a port > 0");
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (peers_.count(remote)) return Fail(ALREADY_CONNECTED, "Connect: already connected to " + remote);
-  }
-  PeerPtr peer;
-  Status st = Dial(remote, hp, expected_id, DeadlineIn(timeout_ms), peer);
-  return st == SUCCESS ? Publish(peer, true) : st;
+  return connector_.Connect(remote, timeout_ms, expected_id);
 }
 
 Status ControlPlane::OpenLane(const PeerPtr &peer, Deadline deadline, PeerPtr &lane) {
   if (!started()) return Fail(FAILED, "engine is not initialized");
-  HostPort hp;
-  if (!ParseHostPort(peer->name, hp)) return Fail(PARAM_INVALID, "bulk lane: '" + peer->name + "' is not ip:port");
-  PeerPtr made;
-  Status st = Dial(peer->name, hp, peer->engine_id, deadline, made);
-  if (st != SUCCESS) return st;
-  made->is_lane = true;
-  st = Publish(made, false);
-  if (st == SUCCESS) lane = std::move(made);
-  return st;
-}
-
-Status ControlPlane::Dial(const std::string &remote, const HostPort &hp, const std::string &expected_id,
-                          Deadline deadline, PeerPtr &out) {
-  const auto refused_until = std::min(deadline, Clock::now() + kRefusedRetryFor);
-  // The socket stays this call's until the peer holds it: no other owner,
-  // so a failure closes it exactly once.
-  UniqueFd sock;
-  std::string payload, proven_id;
-  Status st;
-  auto pause = std::chrono::milliseconds(5);
-  for (;;) {
-    int retry = kNoRetry;
-    st = Handshake(remote, hp, expected_id, deadline, sock, payload, retry, proven_id);
-    if (st == SUCCESS || retry == kNoRetry) break;
-    sock.reset();
-    auto until = retry == kRetryRefused ? refused_until : deadline;
-    if (Clock::now() + pause >= until) break;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(100));
-  }
-  if (st != SUCCESS) return st;
-  auto peer = std::make_shared<Peer>();
-  peer->name = remote;
-  peer->engine_id = proven_id;
-  Cursor c(payload.data(), payload.size());
-  std::string worker_addr;
-  HostIdentity identity;
-  if (!c.bytes(worker_addr, kMaxWorkerAddressLen) || !identity.Decode(c))
-    return Fail(FAILED, "Connect to " + remote + ": malformed handshake");
-  UniqueFd pidfd;
-  PidCheck held = PidCheck::UNKNOWN;
-  if (HostIdentity::Self().SharesPidsWith(identity)) {
-    // The pid is used for cma into that process: it must be the one at the
-    // other end of this (authenticated) connection. The pidfd is opened
-    // first, so one look at the process's sockets proves both that it holds
-    // the connection and (while the pidfd stays alive) that the pid still
-    // names it.
-    pidfd = OpenPidFd(identity.pid);
-    held = PidHoldsPeerEnd(static_cast<pid_t>(identity.pid), sock.get());
-    if (held == PidCheck::OTHER)
-      return Fail(FAILED, "Connect to " + remote + ": the engine claims pid " + std::to_string(identity.pid) +
-                              ", which does not hold its end of the connection");
-  }
-  try {
-    peer->ep = std::make_shared<Endpoint>(worker_, worker_addr);
-  } catch (ucs_status_t s) {
-    return FromUcs(s, "Connect to " + remote + ": ucp_ep_create failed");
-  }
-  st = DecodeTable(*peer, peer->ep, c, {}, peer->regions);
-  if (st != SUCCESS) {
-    std::string keep = LastErrorText();
-    TeardownPeer(peer, DeadlineIn(kFailedConnectTeardownMs));  // the endpoint and keys; sock closes on return
-    return Fail(st, keep);
-  }
-  EnableCma(*peer, identity, std::move(pidfd), held);
-  {
-    std::lock_guard<std::mutex> sl(peer->send_mu);
-    peer->fd = std::move(sock);  // from here on the peer owns the socket
-  }
-  out = std::move(peer);
-  return SUCCESS;
-}
-
-Status ControlPlane::Publish(const PeerPtr &peer, bool by_name) {
-  Status st = SUCCESS;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (by_name && peers_.count(peer->name)) {
-      st = Fail(ALREADY_CONNECTED, "Connect: already connected to " + peer->name);
-    } else {
-      peer->conn_id = next_id_++;
-      if (by_name) peers_[peer->name] = peer;
-      peer_by_conn_[peer->conn_id] = peer;
-      EpollAdd(epoll_fd_.get(), peer->fd.get(), peer->conn_id);
-      return SUCCESS;
-    }
-  }
-  std::string keep = LastErrorText();
-  TeardownPeer(peer, DeadlineIn(kFailedConnectTeardownMs));  // says BYE; the progress thread closes the socket
-  return Fail(st, keep);
-}
-
-void ControlPlane::EnableCma(Peer &peer, const HostIdentity &id, UniqueFd pidfd, PidCheck held) {
-  if (options_.cma == CmaMode::OFF || !HostIdentity::Self().SharesPidsWith(id)) return;
-  // The pidfd pins the identity of the process that just answered the
-  // handshake: once it exits, its pid may name another process. It was
-  // opened before the check that the process holds the connection (and so
-  // is the one that proved the token); alive now, it still names that one.
-  if (held != PidCheck::HOLDS || !PidAlive(pidfd.get())) return;
-  peer.pidfd = std::move(pidfd);
-  peer.pid = id.pid;
-  peer.cma = true;
-}
-
-void ControlPlane::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
-  PeerPtr lane;
-  {
-    std::lock_guard<std::mutex> ll(peer->lane_mu);  // waits for a lane being made: it is torn down too
-    lane = std::move(peer->bulk_lane);  // leaves it null
-    peer->lane_closed = true;
-    peer->has_lane = false;
-  }
-  if (lane) TeardownPeer(lane, deadline);  // its bulk work completes first, as the peer's own does below
-  std::shared_ptr<Endpoint> ep = peer->endpoint();
-  if (!peer->dead && ep) {
-    copier_.RunFor(peer, deadline);  // its detached jobs end first (this thread does what is left)
-    ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
-    std::lock_guard<std::mutex> sl(peer->send_mu);
-    if (peer->fd.valid()) SendAll(peer->fd.get(), Frame(Msg::BYE, 0, ""), deadline);
-  }
-  {
-    std::unique_lock<std::shared_mutex> tl(peer->table_mu);
-    mapping_generation_.fetch_add(1, std::memory_order_acq_rel);
-    peer->regions.clear();
-    peer->retired.clear();
-    peer->ep.reset();
-  }
-  // The keys are gone; the endpoint closes as this last owner lets go
-  // (or, should a call in flight still hold it, when that call does).
-  if (ep) ep->SetClose(peer->dead, deadline);
-  ep.reset();
-  {
-    std::lock_guard<std::mutex> rl(peer->resp_mu);
-    peer->closing = true;
-    peer->resp_cv.notify_all();  // a control request waiting on it gives up
-  }
-  if (running_) {
-    std::lock_guard<std::mutex> lk(mu_);
-    pending_close_.push_back(peer);
-    Wake();
-  }
+  return connector_.OpenLane(peer, deadline, lane);
 }
 
 Status ControlPlane::Disconnect(const std::string &remote, int32_t timeout_ms) {
   if (!started()) return Fail(FAILED, "Disconnect: engine is not initialized");
-  PeerPtr peer;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto it = peers_.find(remote);
-    if (it == peers_.end()) return Fail(NOT_CONNECTED, "Disconnect: not connected to " + remote);
-    peer = it->second;
-    peers_.erase(it);
-  }
-  TeardownPeer(peer, DeadlineIn(timeout_ms));
-  return SUCCESS;
-}
-
-PeerPtr ControlPlane::Find(const std::string &remote) {
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = peers_.find(remote);
-  return it == peers_.end() ? nullptr : it->second;
-}
-
-std::vector<PeerPtr> ControlPlane::Peers() {
-  std::lock_guard<std::mutex> lk(mu_);
-  std::vector<PeerPtr> out;
-  out.reserve(peers_.size());
-  for (const auto &kv : peers_) out.push_back(kv.second);
-  return out;
-}
-
-ext::PeerState ControlPlane::StateOf(const std::string &remote) {
-  PeerPtr peer = Find(remote);
-  if (!peer) return ext::PeerState::NOT_CONNECTED;
-  if (peer->dead) return ext::PeerState::DEAD;
-  // On this host the process itself tells, before its socket's end does
-  // (which the progress thread, busy or starved of a core, may read late).
-  if (peer->pidfd.valid() && !PidAlive(peer->pidfd.get())) return ext::PeerState::DEAD;
-  return ext::PeerState::CONNECTED;
-}
-
-Status ControlPlane::ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
-                                    uint64_t *seq) {
-  uint64_t req_id;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    req_id = next_id_++;
-  }
-  // The entry waits for the answer; whatever happens, this call removes it
-  // (an answer arriving after it is gone is dropped).
-  {
-    std::lock_guard<std::mutex> rl(peer->resp_mu);
-    peer->responses[req_id];
-  }
-  struct Forget {
-    Peer &p;
-    uint64_t id;
-    ~Forget() {
-      std::lock_guard<std::mutex> rl(p.resp_mu);
-      p.responses.erase(id);
-    }
-  } forget{*peer, req_id};
-  {
-    std::lock_guard<std::mutex> sl(peer->send_mu);
-    if (peer->dead || peer->closing || !peer->fd.valid() ||
-        !SendAll(peer->fd.get(), Frame(type, req_id, ""), deadline))
-      return peer->closing ? peer->Gone("control request") : peer->Error("control request");
-  }
-  std::unique_lock<std::mutex> rl(peer->resp_mu);
-  Response &answer = peer->responses[req_id];
-  bool got = peer->resp_cv.wait_until(rl, deadline, [&] { return answer.answered || peer->dead || peer->closing; });
-  if (!got) return Fail(TIMEOUT, "no answer from " + peer->name + " to a control request");
-  if (peer->dead || !answer.answered) {
-    rl.unlock();  // Gone() takes resp_mu
-    return peer->Gone("control request");
-  }
-  resp = std::move(answer.payload);
-  if (seq != nullptr) *seq = answer.inval_seq;
-  return SUCCESS;
-}
-
-Status ControlPlane::RefreshTable(const PeerPtr &peer, Deadline deadline) {
-  // Counted before the request leaves: invalidations applied from now on are
-  // remembered until this refresh has installed its table.
-  peer->refreshing.fetch_add(1, std::memory_order_acq_rel);
-  struct Done {
-    Peer &p;
-    ~Done() {
-      if (p.refreshing.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        std::unique_lock<std::shared_mutex> tl(p.table_mu);
-        if (p.refreshing.load(std::memory_order_acquire) == 0) p.withdrawn.clear();
-      }
-    }
-  } done{*peer};
-  std::string resp;
-  uint64_t seq = 0;
-  Status st = ControlRequest(peer, Msg::TABLE_REQ, resp, deadline, &seq);
-  if (st != SUCCESS) return st;
-  std::vector<RemoteRegion> fresh, old;
-  std::shared_ptr<Endpoint> ep;
-  {
-    std::shared_lock<std::shared_mutex> tl(peer->table_mu);
-    old = peer->regions;
-    ep = peer->ep;
-  }
-  if (!ep) return peer->Gone("table refresh");
-  Cursor c(resp.data(), resp.size());
-  st = DecodeTable(*peer, ep, c, old, fresh);
-  if (st != SUCCESS) return st;
-  std::unique_lock<std::shared_mutex> tl(peer->table_mu);
-  // Torn down meanwhile: its table stays empty (the fresh keys go with this call).
-  if (!peer->ep) return peer->Gone("table refresh");
-  // The table left the peer before the invalidations that came after it on
-  // the stream: what they withdrew is not in the table any more.
-  for (const auto &w : peer->withdrawn) {
-    if (w.first <= seq) continue;
-    fresh.erase(std::remove_if(fresh.begin(), fresh.end(), [&](const RemoteRegion &r) { return r.id == w.second; }),
-                fresh.end());
-  }
-  // Keys dropped from the table may still be referenced by operations in flight.
-  for (auto &r : peer->regions) {
-    bool kept = std::any_of(fresh.begin(), fresh.end(), [&](const RemoteRegion &f) { return f.rkey == r.rkey; });
-    if (!kept) Retire(*peer, r.rkey);
-  }
-  peer->regions.swap(fresh);
-  ++table_refreshes_;
-  return SUCCESS;
-}
-
-void ControlPlane::Retire(Peer &peer, std::shared_ptr<RemoteKey> key) {
-  mapping_generation_.fetch_add(1, std::memory_order_acq_rel);
-  peer.retired.emplace_back(++peer.retire_seq, std::move(key));
+  return connector_.Disconnect(remote, timeout_ms);
 }
 
 // ---------------------------------------------------------- progress thread
 
-void ControlPlane::ProgressLoop() {
-  epoll_event evs[kMaxEvents];
-  ucp_worker_h w = worker_->get();
-  // After target-side work (software atomics, tcp RMA, notifies) keep polling
-  // briefly: the next request of a burst usually follows within microseconds,
-  // and a sleep on the event fd would add a thread wake-up to each. Idle, the
-  // thread sleeps; one-sided transfers (cma, mapped memory) never wake it.
-  // Progress made while a caller of this process waits in Worker::Wait() is
-  // (almost always) that caller's own completion, which the caller polls
-  // for: a poll window then would only be a third busy thread on the
-  // caller's cores.
-  //
-  // While a caller waits, it progresses the worker itself, so this thread
-  // keeps off it (and off its lock: UCX's worker lock is a spinlock, and a
-  // thread spinning on it while the holder shares its core, as under
-  // Open MPI's default binding, spins for a whole time slice). Parked, it
-  // still serves the control sockets every kParkStep.
-  // The window is also counted in polls: a thread descheduled in the middle
-  // of it (its core shared with the rank's main thread, as under binding)
-  // still polls a while once it runs again instead of finding the window
-  // spent and going to sleep just before the next request.
-  //
-  // A burst whose requests come a little further apart than the window (each
-  // remote atomic waiting for this thread to wake, which is what spaces
-  // them) would find the thread asleep every time, and stay that slow. So
-  // when work comes soon after the thread went to sleep, the window
-  // stretches to twice that spacing (at most kMaxPollWindow): the next
-  // request then finds it polling, and the burst speeds up again. Work after
-  // a longer sleep resets the window.
-  using std::chrono::microseconds;
-  const microseconds base_window{options_.poll_us};
-  microseconds window = base_window;
-  auto last_work = Clock::now() - window;
-  unsigned idle_polls = 4 * static_cast<unsigned>(window.count());
-  bool woke = false;
-  // Work arriving faster than the poll window keeps the loop off epoll_wait:
-  // the control sockets are served on this clock as well, or a burst of
-  // target-side work would starve accepts, tables, acks and the sweep.
-  auto last_control = Clock::now();
-  while (running_) {
-    if (worker_->callers_waiting() > 0) {
-      ParkWhileCallersWait(evs, kMaxEvents);
-      last_control = Clock::now();
-      continue;
-    }
-    unsigned done = 0;
-    auto now = Clock::now();
-    while (ucp_worker_progress(w) != 0) {
-      ++done;
-      if ((done & 63) == 0 && (now = Clock::now()) - last_control >= kControlEvery) break;
-    }
-    now = Clock::now();
-    if (now - last_control >= kControlEvery) {
-      ServeControl(evs, kMaxEvents, 0);
-      last_control = now;
-    }
-    if (done != 0 && worker_->callers_waiting() == 0) {
-      if (woke && base_window.count() > 0) {  // PollUs=0: never poll
-        auto spacing = std::chrono::duration_cast<microseconds>(now - last_work);
-        window = spacing < kMaxPollWindow ? std::max(base_window, std::min(kMaxPollWindow, 2 * spacing))
-                                          : base_window;
-      }
-      last_work = now;
-      idle_polls = 0;
-    }
-    woke = false;
-    if (now - last_work < window || idle_polls < 4 * static_cast<unsigned>(window.count())) {
-      ++idle_polls;
-      continue;
-    }
-    if (ucp_worker_arm(w) == UCS_ERR_BUSY) continue;
-    ServeControl(evs, kMaxEvents, kEpollWaitMs);
-    last_control = Clock::now();
-    woke = true;
-  }
+void ControlPlane::OnEvent(uint64_t id, uint32_t events) {
+  if (id == EventLoop::kIdListen)
+    acceptor_.AcceptAll();
+  else if (!connector_.Serve(id))
+    acceptor_.Serve(id, events);
 }
 
-void ControlPlane::ServeControl(epoll_event *evs, int max_events, int timeout_ms) {
-  if (listen_paused_ && Clock::now() >= listen_resume_) ResumeListening();
-  int n = epoll_wait(epoll_fd_.get(), evs, max_events, timeout_ms);
-  for (int i = 0; i < n; ++i) ServeEvent(evs[i].data.u64, evs[i].events);
-  RunPendingCloses();
-  DropStrangers();
-}
-
-void ControlPlane::ParkWhileCallersWait(epoll_event *evs, int max_events) {
-  worker_->ParkWhileCallersWait(kParkStep, [&] { return !running_; });
-  ServeControl(evs, max_events, 0);
-}
-
-void ControlPlane::PauseListening() {
-  if (listen_paused_) return;
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, listen_fd_.get(), nullptr);
-  listen_paused_ = true;
-  listen_resume_ = Clock::now() + kListenBackoff;
-}
-
-void ControlPlane::ResumeListening() {
-  EpollAdd(epoll_fd_.get(), listen_fd_.get(), kIdListen);
-  listen_paused_ = false;
-}
-
-void ControlPlane::ServeEvent(uint64_t id, uint32_t events) {
-  if (id == kIdUcx) return;  // the worker is progressed by the loop (or by a waiting caller)
-  if (id == kIdWake) {
-    uint64_t v;
-    ssize_t r = read(wake_fd_.get(), &v, sizeof(v));
-    (void)r;
-    return;
-  }
-  if (id == kIdListen) {
-    AcceptAll();
-    return;
-  }
-  PeerPtr peer;
-  Accepted *acc = nullptr;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto pit = peer_by_conn_.find(id);
-    if (pit != peer_by_conn_.end()) peer = pit->second;
-    auto ait = accepted_.find(id);
-    if (ait != accepted_.end()) acc = ait->second.get();
-  }
-  if (peer) ServePeer(peer);
-  if (acc) {  // only this thread erases accepted_ entries
-    if (events & EPOLLOUT) {
-      std::lock_guard<std::mutex> lk(mu_);
-      SendQueued(*acc);
-    }
-    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ServeAccepted(*acc);
-  }
-}
-
-void ControlPlane::RunPendingCloses() {
-  std::vector<PeerPtr> closing;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    closing.swap(pending_close_);
-    for (auto &p : closing) peer_by_conn_.erase(p->conn_id);
-  }
-  for (auto &p : closing) ClosePeerFd(*p);
-}
-
-void ControlPlane::ClosePeerFd(Peer &peer) {
-  std::lock_guard<std::mutex> sl(peer.send_mu);
-  if (!peer.fd.valid()) return;
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, peer.fd.get(), nullptr);
-  peer.fd.reset();
-}
-
-// Strangers that never finish a handshake are dropped; so are the oldest
-// ones beyond kMaxStrangers, and refusals sent (or stuck) for a while.
-void ControlPlane::DropStrangers() {
-  std::vector<uint64_t> stale;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    auto now = Clock::now();
-    std::vector<std::pair<Clock::time_point, uint64_t>> strangers;
-    for (auto &kv : accepted_) {
-      if (kv.second->authed()) continue;
-      if (now - kv.second->since > kHandshakeGrace)
-        stale.push_back(kv.first);
-      else
-        strangers.emplace_back(kv.second->since, kv.first);
-    }
-    if (strangers.size() > kMaxStrangers) {
-      std::sort(strangers.begin(), strangers.end());
-      for (size_t i = 0; i < strangers.size() - kMaxStrangers; ++i) stale.push_back(strangers[i].second);
-    }
-  }
-  for (auto id : stale) CloseAccepted(id);
-}
-
-void ControlPlane::AcceptAll() {
-  for (int accepted = 0; accepted < 256; ++accepted) {  // then the other sockets get their turn
-    int fd = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // Out of descriptors. The listener is level-triggered: left as is,
-        // it would wake this thread again at once, forever. Give up the
-        // reserve to drop one waiting connection (its client retries), and
-        // stop listening a while.
-        if (reserve_fd_.valid()) {
-          reserve_fd_.reset();
-          int drop = accept4(listen_fd_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-          if (drop >= 0) close(drop);
-          reserve_fd_.reset(open("/dev/null", O_RDONLY | O_CLOEXEC));
-        }
-        PauseListening();
-      }
-      return;
-    }
-    // Small control frames (INVALIDATE, TABLE_RESP) must not wait for the
-    // client's delayed ACK (Nagle), which stalls every deregistration.
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    auto a = std::make_unique<Accepted>();
-    a->fd.reset(fd);
-    a->since = Clock::now();
-    size_t strangers = 0;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      a->id = next_id_++;
-      EpollAdd(epoll_fd_.get(), fd, a->id);
-      accepted_[a->id] = std::move(a);
-      for (auto &kv : accepted_) strangers += kv.second->authed() ? 0 : 1;
-    }
-    if (strangers > kMaxStrangers) DropStrangers();
-  }
-}
-
-void ControlPlane::CloseAccepted(uint64_t id) {
-  std::lock_guard<std::mutex> lk(mu_);
-  auto it = accepted_.find(id);
-  if (it == accepted_.end()) return;
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, it->second->fd.get(), nullptr);
-  accepted_.erase(it);  // closes its socket
-  // A client that went away cannot hold up an invalidation.
-  for (auto &kv : ack_waits_) kv.second->pending.erase(id);
-  ack_cv_.notify_all();
-}
-
-void ControlPlane::ServeAccepted(Accepted &a) {
-  // A client's frames are tiny: no more than one is buffered.
-  bool alive = a.reader.Fill(a.fd.get(), sizeof(FrameHeader) + kMaxHelloPayload);
-  FrameHeader h;
-  std::string payload;
-  for (;;) {
-    auto r = a.reader.Next(h, payload, kMaxHelloPayload);
-    if (r == FrameReader::NEED_MORE) break;
-    if (r == FrameReader::BAD || !HandleAcceptedFrame(a, h, payload)) {
-      alive = false;
-      break;
-    }
-  }
-  if (!alive) CloseAccepted(a.id);
-}
-
-bool ControlPlane::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std::string &payload) {
-  Msg type = static_cast<Msg>(h.type);
-  // Writers of accepted sockets (this thread, Withdraw) hold mu_.
-  std::lock_guard<std::mutex> lk(mu_);
-  if (a.close_after_out) return true;  // refused: nothing more is read from it
-  switch (a.stage) {
-    case Accepted::Stage::HELLO: {
-      if (type != Msg::HELLO) return false;
-      Cursor c(payload.data(), payload.size());
-      std::string nonce, name, id;
-      if (!c.bytes(nonce, kNonceLen) || nonce.size() != kNonceLen || !c.bytes(name, kMaxNameLen) ||
-          !c.bytes(id, kMaxNameLen))
-        return false;
-      a.client_nonce = nonce;
-      a.client_id = id;
-      a.server_nonce = MakeNonce();
-      if (a.server_nonce.empty()) return false;
-      // Our proof first: a client that cannot check it has learned nothing
-      // it could use (it covers its own nonce, ours, and our port).
-      Writer w;
-      w.bytes(a.server_nonce);
-      w.bytes(options_.engine_id);
-      w.bytes(Proof(options_.auth_key, "server", options_.engine_id, a.client_nonce, a.server_nonce, listen_port_));
-      a.stage = Accepted::Stage::PROOF;
-      return Queue(a, Frame(Msg::CHALLENGE, 0, w.str()));
-    }
-    case Accepted::Stage::PROOF: {
-      if (type != Msg::PROOF) return false;
-      Cursor c(payload.data(), payload.size());
-      std::string proof;
-      if (!c.bytes(proof, kMacLen) ||
-          !ConstantTimeEqual(proof, Proof(options_.auth_key, "client", a.client_id, a.client_nonce, a.server_nonce,
-                                          listen_port_))) {
-        // The stranger learns nothing but the refusal.
-        a.close_after_out = true;
-        Queue(a, Frame(Msg::REJECT, 0, ""));
-        return true;
-      }
-      Writer w;
-      w.bytes(worker_->address());
-      HostIdentity::Self().Encode(w);
-      std::string table = EncodeTable();
-      w.raw(table.data(), table.size());
-      a.stage = Accepted::Stage::AUTHED;
-      accepts_total_.fetch_add(1, std::memory_order_relaxed);
-      a.client_nonce.clear();
-      a.server_nonce.clear();
-      return Queue(a, Frame(Msg::HELLO_OK, 0, w.str()));
-    }
-    case Accepted::Stage::AUTHED:
-      break;
-  }
-  switch (type) {
-    case Msg::TABLE_REQ:
-      return Queue(a, Frame(Msg::TABLE_RESP, h.req_id, EncodeTable()));
-    case Msg::INVALIDATE_ACK: {
-      auto it = ack_waits_.find(h.req_id);
-      if (it != ack_waits_.end()) {
-        it->second->pending.erase(a.id);
-        ack_cv_.notify_all();
-      }
-      return true;
-    }
-    default:  // BYE, or anything a client has no business sending
-      return false;
-  }
-}
-
-void ControlPlane::ServePeer(const PeerPtr &peer) {
-  if (!peer->fd.valid()) return;
-  bool alive = peer->reader.Fill(peer->fd.get(), sizeof(FrameHeader) + kMaxPayload);
-  FrameHeader h;
-  std::string payload;
-  for (;;) {
-    auto r = peer->reader.Next(h, payload, kMaxPayload);
-    if (r == FrameReader::NEED_MORE) break;
-    if (r == FrameReader::BAD) {
-      alive = false;
-      break;
-    }
-    HandlePeerFrame(peer, h, payload);
-  }
-  if (!alive && !peer->closing) MarkDead(peer, "control connection to " + peer->name + " was lost (peer died?)");
-}
-
-void ControlPlane::HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, const std::string &payload) {
-  switch (static_cast<Msg>(h.type)) {
-    case Msg::TABLE_RESP: {
-      // Only a request still waiting takes it: a late answer (its request
-      // timed out) or one nobody asked for is dropped here.
-      std::lock_guard<std::mutex> rl(peer->resp_mu);
-      auto it = peer->responses.find(h.req_id);
-      if (it == peer->responses.end() || it->second.answered) break;
-      it->second = Response{true, payload, peer->inval_seq.load(std::memory_order_acquire)};
-      peer->resp_cv.notify_all();
-      break;
-    }
-    case Msg::INVALIDATE:
-      HandleInvalidate(peer, h, payload);
-      break;
-    case Msg::BYE:  // the server finalized: what it had is gone, and says so
-      MarkDead(peer, "the engine at " + peer->name + " finalized (its process is ending)");
-      break;
-    default:
-      break;
-  }
-}
-
-void ControlPlane::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, const std::string &payload) {
-  Cursor c(payload.data(), payload.size());
-  uint64_t id = 0;
-  if (!c.u64(id)) return;
-  std::shared_ptr<Endpoint> ep;
-  uint64_t retired_upto = 0;
-  {
-    // Exclusive: the transfers that resolved to the region have all been
-    // posted (or done, for memcpy and cma) once this lock is ours.
-    std::unique_lock<std::shared_mutex> tl(peer->table_mu);
-    uint64_t seq = peer->inval_seq.load(std::memory_order_relaxed) + 1;
-    peer->inval_seq.store(seq, std::memory_order_release);
-    if (peer->refreshing.load(std::memory_order_acquire) > 0) peer->withdrawn.emplace_back(seq, id);
-    auto &rs = peer->regions;
-    auto it = std::find_if(rs.begin(), rs.end(), [&](const RemoteRegion &r) { return r.id == id; });
-    if (it != rs.end()) {
-      Retire(*peer, it->rkey);
-      rs.erase(it);
-    }
-    retired_upto = peer->retire_seq;
-    ep = peer->ep;
-  }
-  // What UCX still has in flight to the region completes at the target
-  // before it hears that the region is free to go; so do the copies the
-  // engine's copy thread still has to make into it.
-  auto deadline = DeadlineIn(options_.timeout_ms);
-  if (ep && !peer->dead && !copier_.RunFor(peer, deadline)) return;  // no ack: better a timeout than lost bytes
-  if (ep && !peer->dead) {
-    ucs_status_t us = ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
-    if (us != UCS_OK) return;  // no ack: the target keeps the memory (and times out) rather than lose bytes
-  }
-  {
-    std::lock_guard<std::mutex> sl(peer->send_mu);
-    if (peer->fd.valid()) SendAll(peer->fd.get(), Frame(Msg::INVALIDATE_ACK, h.req_id, ""), deadline);
-  }
-  // The flush proved the keys retired so far unused: release them now, after
-  // the ack, rather than inside the flush of this rank's next transfer.
-  if (ep && !peer->dead) peer->DropRetired(retired_upto, true);
-}
-
-void ControlPlane::MarkDead(const PeerPtr &peer, const std::string &why) {
-  if (!peer->SetDead(why)) return;
-  // Pointers callers cached into its mapped memory are looked up again,
-  // and so find it dead, instead of writing on into memory nobody reads.
-  mapping_generation_.fetch_add(1, std::memory_order_acq_rel);
-  std::lock_guard<std::mutex> lk(mu_);
-  peer_by_conn_.erase(peer->conn_id);
-  ClosePeerFd(*peer);
+void ControlPlane::OnRound() {
+  connector_.RunPendingCloses();
+  acceptor_.DropStrangers();
 }
 
 // ---------------------------------------------------------------- notifies
 
-ucs_status_t ControlPlane::OnNotify(void *arg, const void *header, size_t header_length, void *data, size_t length,
-                                    const ucp_am_recv_param_t *param) {
-  auto *self = static_cast<ControlPlane *>(arg);
-  uint32_t lens[3];  // name, message, sender's engine id
-  if (header_length < sizeof(lens) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
-  std::memcpy(lens, header, sizeof(lens));
-  if (static_cast<size_t>(lens[0]) + lens[1] != length || lens[2] > kMaxNameLen ||
-      header_length != sizeof(lens) + lens[2])
-    return UCS_OK;
-  const char *p = static_cast<const char *>(data);
-  NotifyDesc n{AscendString(p, lens[0]), AscendString(p + lens[0], lens[1])};
-  std::string from(static_cast<const char *>(header) + sizeof(lens), lens[2]);
-  {
-    std::lock_guard<std::mutex> lk(self->notify_mu_);
-    self->notifies_.push_back(std::move(n));
-    // Bounded: senders beyond the first kMaxNotifySenders ids are counted in the engine's total only.
-    auto it = self->notifies_from_.find(from);
-    if (it != self->notifies_from_.end())
-      ++it->second;
-    else if (self->notifies_from_.size() < kMaxNotifySenders)
-      self->notifies_from_.emplace(std::move(from), 1);
-  }
-  self->notify_cv_.notify_all();
-  ++self->notifies_received_;
-  return UCS_OK;
-}
-
-uint64_t ControlPlane::NotifiesReceivedFrom(const std::string &engine_id) {
-  if (engine_id.empty()) return ext::kNotifiesUnattributed;  // engines without ids cannot be told apart
-  std::lock_guard<std::mutex> lk(notify_mu_);
-  auto it = notifies_from_.find(engine_id);
-  return it == notifies_from_.end() ? 0 : it->second;
-}
+uint64_t ControlPlane::NotifiesReceivedFrom(const std::string &engine_id) { return inbox_.ReceivedFrom(engine_id); }
 
 Status ControlPlane::GetNotifies(std::vector<NotifyDesc> &notifies) {
   if (!started()) return Fail(FAILED, "GetNotifies: engine is not initialized");
   // Receiving needs progress; a poller must not depend on the thread's wakeup.
   ucp_worker_progress(worker_->get());
-  std::lock_guard<std::mutex> lk(notify_mu_);
-  notifies.assign(std::make_move_iterator(notifies_.begin()), std::make_move_iterator(notifies_.end()));
-  notifies_.clear();
+  inbox_.Take(notifies);
   return SUCCESS;
 }
 
 Status ControlPlane::WaitNotifies(int32_t timeout_ms) {
   if (!started()) return Fail(FAILED, "WaitNotifies: engine is not initialized");
-  // The progress thread receives (OnNotify) and signals; with a caller
+  // The progress thread receives (the inbox's handler) and signals; with a caller
   // asleep here it is the only one progressing the worker, as it should be.
-  std::unique_lock<std::mutex> lk(notify_mu_);
-  notify_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms),
-                      [&] { return !notifies_.empty() || !running_; });
+  inbox_.Wait(timeout_ms);
   return SUCCESS;
 }
 
 void ControlPlane::AddStats(ext::Stats &s) {
-  s.notifies_received = notifies_received_;
-  s.table_refreshes = table_refreshes_;
-  std::lock_guard<std::mutex> lk(mu_);
-  s.regions = regions_.size() + withdrawing_.size();
-  s.endpoints = peers_.size();
-  for (auto &kv : accepted_) s.accepted += kv.second->authed() ? 1 : 0;
+  s.notifies_received = inbox_.received();
+  s.table_refreshes = connector_.table_refreshes();
+  s.regions = registry_.count();
+  s.accepted += acceptor_.authed();
+  s.endpoints = connector_.count();
 }
 
 }  // namespace engine

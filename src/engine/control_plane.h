@@ -1,96 +1,60 @@
 // ControlPlane: the engine's UCX worker, its connections and its memory.
 //
-// Owns (one owner each):
-// - the UCX worker (and through it the context), made by Start, dropped by
-//   Stop; endpoints and memory maps hold them alive past that if they must;
-// - the listener, the epoll set, the wake eventfd and the progress thread;
-// - the connected peers (peers_, by name; peer_by_conn_, by control
-//   socket), the accepted control connections of clients (accepted_), and
-//   this engine's registered regions (regions_), all under mu_;
-// - the invalidations waiting for acks (ack_waits_, under mu_) and the
-//   notifies received (notifies_, under notify_mu_).
+// A composition of parts, each owning its state under its own lock (one
+// owner each); the plane itself owns only the UCX worker (and through it
+// the context: made by Start, dropped by Stop; endpoints and memory maps
+// hold them alive past that if they must) and the listen address.
+// - loop_ (event_loop.h): the epoll set, the wake eventfd, the progress
+//   thread and its poll window, the listener's pause, the ids; no lock.
+// - registry_ (region_registry.h): this engine's regions, the ones being
+//   withdrawn, region ids; its lock is a leaf.
+// - acceptor_ (acceptor.h): the listener, the accepted clients and their
+//   handshake, the invalidations waiting for acks (AckWait); its lock.
+// - connector_ (connector.h): the connected peers (by name, by socket),
+//   the client handshake, tables, lanes, teardown, the peers' sockets to
+//   close, the mapping generation; its lock.
+// - inbox_ (notify_inbox.h): received notifies; its lock is a leaf.
+//
+// Lock order: acceptor → registry (the acceptor encodes the table under its
+// lock). Connector → a peer's send_mu. No other part lock is ever taken
+// inside another: the inbox and the registry call nothing that locks, and
+// the plane's own calls across parts (Withdraw: registry, then acceptor,
+// then registry; AddStats) take one part's lock at a time.
 //
 // Threads: callers connect, disconnect, register and withdraw memory, and
 // fetch a peer's table again (RefreshTable, on a data plane miss). The
-// progress thread sleeps on the worker's event fd and the control sockets:
-// it accepts clients and runs their handshake, answers table requests,
-// collects invalidation acks, applies a peer's invalidations, notices a
-// peer's death, receives notifies (OnNotify, from inside worker progress)
-// and closes the control sockets of peers torn down. It alone erases
-// accepted_ entries and closes peers' sockets while it runs.
+// progress thread (the loop's) sleeps on the worker's event fd and the
+// control sockets and hands each event to this plane (OnEvent), which
+// passes it to the part whose socket it is; notifies reach the inbox from
+// inside worker progress; after each round (OnRound) the connector closes
+// the sockets of peers torn down and the acceptor drops strangers.
 #ifndef HIXL_ENGINE_CONTROL_PLANE_H
 #define HIXL_ENGINE_CONTROL_PLANE_H
 
-#include <sys/epoll.h>
-
-#include <atomic>
-#include <condition_variable>
-#include <deque>
-#include <map>
+#include <cstdint>
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "hixl/hixl_ext.h"
-#include "auth.h"
+#include "acceptor.h"
+#include "connector.h"
 #include "detached.h"
+#include "event_loop.h"
+#include "hixl/hixl_ext.h"
 #include "hixl/hixl_types.h"
+#include "notify_inbox.h"
 #include "options.h"
 #include "peer.h"
-#include "prefault.h"
+#include "region_registry.h"
 #include "ucx_raii.h"
-#include "unique_fd.h"
 #include "wire.h"
 
 namespace hixl {
 namespace engine {
 
-/** @brief A region this engine exposes to its peers. */
-struct LocalRegion {
-  MemType type;
-  bool allocated;  ///< UCX-allocated: same-node peers can map it
-  std::unique_ptr<MemMap> map;
-  uint64_t id = 0;  ///< in tables and invalidations; never reused by this engine
-  uintptr_t addr() const { return reinterpret_cast<uintptr_t>(map->address()); }
-  size_t len() const { return map->length(); }
-};
-
-/** @brief An incoming control connection (one per connected client). */
-struct Accepted {
-  uint64_t id;
-  UniqueFd fd;
-  enum class Stage { HELLO, PROOF, AUTHED } stage = Stage::HELLO;
-  bool authed() const { return stage == Stage::AUTHED; }
-  Clock::time_point since;
-  FrameReader reader;
-  std::string client_nonce, server_nonce;  ///< the handshake's, until it is done
-  std::string client_id;  ///< the engine id the client claims (its proof covers it)
-  /// Whole frames not yet sent (under mu_): every frame to a client goes
-  /// through here, so the stream never carries a partial frame and stays in
-  /// the order the state changed in; the progress thread sends the rest.
-  std::string out;
-  bool out_armed = false;  ///< EPOLLOUT is on for the socket
-  bool close_after_out = false;  ///< a refusal: close once it is sent
-};
-
-/** @brief Collects the acks of one invalidation. */
-struct AckWait {
-  std::set<uint64_t> pending;  ///< accepted-connection ids yet to answer
-  uint64_t req_id = 0;
-};
-
-/** @brief A region taken out of the table whose invalidation some client has not acknowledged yet. */
-struct Withdrawing {
-  std::unique_ptr<LocalRegion> region;
-  std::shared_ptr<AckWait> wait;
-};
-
-class ControlPlane {
+class ControlPlane : private EventLoop::Handler {
  public:
-  ControlPlane(const Options &options, Copier &copier) : options_(options), copier_(copier) {}
+  ControlPlane(const Options &options, Copier &copier) : options_(options), connector_(options, copier, loop_) {}
   ~ControlPlane() { Stop(); }
   ControlPlane(const ControlPlane &) = delete;
   ControlPlane &operator=(const ControlPlane &) = delete;
@@ -99,11 +63,16 @@ class ControlPlane {
   Status Start(const HostPort &local);
   /** @brief Stop the progress thread, tear every peer down and drop everything Start made; idempotent. */
   void Stop();
+  /** @brief Between a successful Start and Stop. */
   bool started() const { return worker_ != nullptr; }
+  /** @brief "host:port" this engine listens on (its host alone when it does not listen). */
   const std::string &listen_address() const { return listen_address_; }
-  uint64_t mapping_generation() const { return mapping_generation_.load(std::memory_order_acquire); }
+  /** @brief Bumped whenever a peer region may stop being mapped here: cached direct pointers are stale. */
+  uint64_t mapping_generation() const { return connector_.mapping_generation(); }
 
+  /** @brief Expose [mem.addr, mem.addr + mem.len) to peers (RegionRegistry::Register). */
   Status RegisterMem(const MemDesc &mem, MemType type, MemHandle &handle);
+  /** @brief Expose `len` bytes of UCX-allocated memory, which same-node peers can map (RegionRegistry::Alloc). */
   Status AllocMem(size_t len, MemType type, MemHandle &handle, void *&addr);
   /**
    * @brief Take a region out of the table and hand it over once every connected
@@ -121,20 +90,22 @@ class ControlPlane {
   /** @brief A second connection to the engine `peer` reached, for its bulk traffic (Peer::bulk_lane): it
    *         must prove the same engine id; served like a peer, but not found by name. */
   Status OpenLane(const PeerPtr &peer, Deadline deadline, PeerPtr &lane);
+  /** @brief Tear the peer connected as `remote` down (its bulk lane too). */
   Status Disconnect(const std::string &remote, int32_t timeout_ms);
   /** @brief The peer connected as `remote`, or null. */
-  PeerPtr Find(const std::string &remote);
+  PeerPtr Find(const std::string &remote) { return connector_.Find(remote); }
   /** @brief The peers connected now (telemetry's snapshot). */
-  std::vector<PeerPtr> Peers();
+  std::vector<PeerPtr> Peers() { return connector_.Peers(); }
   /** @brief Incoming connections authenticated since Start. */
-  uint64_t accepts_total() const { return accepts_total_.load(std::memory_order_relaxed); }
+  uint64_t accepts_total() const { return acceptor_.accepts_total(); }
   /** @brief Whether `remote` is connected, dead or unknown (ext::GetPeerState); consumes nothing. */
-  ext::PeerState StateOf(const std::string &remote);
+  ext::PeerState StateOf(const std::string &remote) { return connector_.StateOf(remote); }
   /** @brief Fetch the peer's memory table again (a transfer named an address the cached one lacks). */
-  Status RefreshTable(const PeerPtr &peer, Deadline deadline);
+  Status RefreshTable(const PeerPtr &peer, Deadline deadline) { return connector_.RefreshTable(peer, deadline); }
   /** @brief Populate the peer segments mapped so far now, in this thread, until `deadline` at most (see Prefaulter). */
-  void PopulateMapped(Deadline deadline) { prefaulter_.Drain(deadline); }
+  void PopulateMapped(Deadline deadline) { connector_.PopulateMapped(deadline); }
 
+  /** @brief Take every notify received so far (progressing the worker once first). */
   Status GetNotifies(std::vector<NotifyDesc> &notifies);
   /** @brief Notifies received from the engine of this (proven) id so far; kNotifiesUnattributed for "". */
   uint64_t NotifiesReceivedFrom(const std::string &engine_id);
@@ -144,84 +115,18 @@ class ControlPlane {
   void AddStats(ext::Stats &s);
 
  private:
-  void ProgressLoop();
-  void Wake();
-  void ServeEvent(uint64_t id, uint32_t events);
-  void ServeControl(epoll_event *evs, int max_events, int timeout_ms);
-  bool Queue(Accepted &a, const std::string &frame);
-  void SendQueued(Accepted &a);
-  void PauseListening();
-  void ResumeListening();
-  void ParkWhileCallersWait(epoll_event *evs, int max_events);
-  void AcceptAll();
-  void ServeAccepted(Accepted &a);
-  bool HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std::string &payload);
-  void CloseAccepted(uint64_t id);
-  void DropStrangers();
-  void ServePeer(const PeerPtr &peer);
-  void HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
-  void MarkDead(const PeerPtr &peer, const std::string &why);
-  void ClosePeerFd(Peer &peer);
-  void RunPendingCloses();
-  void EnableCma(Peer &peer, const HostIdentity &id, UniqueFd pidfd, PidCheck held);
-  void TeardownPeer(const PeerPtr &peer, Deadline deadline);
-  /** @brief Retire a key dropped from a peer's table (its table_mu held exclusively). */
-  void Retire(Peer &peer, std::shared_ptr<RemoteKey> key);
+  void OnEvent(uint64_t id, uint32_t events) override;
+  void OnRound() override;
   void PrepareEndpointConfig();
-  std::string EncodeTable();
-  Status DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
-                     const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out);
-  Status Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id, Deadline deadline,
-                   UniqueFd &sock, std::string &payload, int &retry, std::string &proven_id);
-  /** @brief Handshake (retried while refused or dropped, within `deadline`), endpoint, table: a peer
-   *         holding its control socket, not yet published. */
-  Status Dial(const std::string &remote, const HostPort &hp, const std::string &expected_id, Deadline deadline,
-              PeerPtr &out);
-  /** @brief Make a dialed peer served (its socket in epoll), and found by name when `by_name`. */
-  Status Publish(const PeerPtr &peer, bool by_name);
-  void HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
-  Status ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
-                        uint64_t *seq = nullptr);
-  static ucs_status_t OnNotify(void *arg, const void *header, size_t header_length, void *data, size_t length,
-                               const ucp_am_recv_param_t *param);
 
   const Options &options_;
-  Copier &copier_;  ///< an invalidation's ack and a teardown finish the peer's detached jobs first
   std::shared_ptr<Worker> worker_;
   std::string listen_address_;
-  uint32_t listen_port_ = 0;
-  UniqueFd listen_fd_;
-  UniqueFd reserve_fd_;  ///< given up to accept (and drop) a connection when out of descriptors
-  bool listen_paused_ = false;  ///< progress thread only
-  Clock::time_point listen_resume_{};
-  UniqueFd epoll_fd_;
-  UniqueFd wake_fd_;
-  std::thread progress_;
-  std::atomic<bool> running_{false};
-
-  std::mutex mu_;  ///< guards the maps below, next_id_, and writes to accepted sockets
-  std::map<std::string, PeerPtr> peers_;
-  std::map<uint64_t, PeerPtr> peer_by_conn_;
-  std::map<uint64_t, std::unique_ptr<Accepted>> accepted_;
-  std::map<MemHandle, std::unique_ptr<LocalRegion>> regions_;
-  std::map<uint64_t, std::shared_ptr<AckWait>> ack_waits_;
-  std::map<MemHandle, Withdrawing> withdrawing_;
-  uint64_t next_region_id_ = 1;
-  std::vector<PeerPtr> pending_close_;  ///< torn down; the progress thread closes their sockets
-  std::condition_variable ack_cv_;
-  uint64_t next_id_ = 16;  ///< ids < 16 are reserved for fixed fds in epoll
-
-  Prefaulter prefaulter_;  ///< populates peers' segments mapped by DecodeTable
-
-  std::mutex notify_mu_;
-  std::condition_variable notify_cv_;  ///< signalled when notifies_ gets one, and at Stop
-  std::deque<NotifyDesc> notifies_;
-  std::map<std::string, uint64_t> notifies_from_;  ///< by the sender's engine id (under notify_mu_)
-
-  /// Bumped whenever a peer region may stop being mapped here (retired key,
-  /// dropped peer): direct pointers cached by callers are stale after a change.
-  std::atomic<uint64_t> mapping_generation_{0};
-  std::atomic<uint64_t> notifies_received_{0}, table_refreshes_{0}, accepts_total_{0};
+  EventLoop loop_;  ///< before the parts, which hold it
+  RegionRegistry registry_;
+  Acceptor acceptor_{options_, loop_, registry_};
+  Connector connector_;
+  NotifyInbox inbox_;
 };
 
 }  // namespace engine

@@ -7,50 +7,17 @@
 
 #include <chrono>
 #include <memory>
-#include <shared_mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "control_plane.h"
-#include "detached.h"
-#include "options.h"
+#include "loopback.h"
 #include "status.h"
 #include "wire.h"
 
 using namespace hixl;
 using namespace hixl::engine;
-
-namespace {
-
-/** One engine's control plane, listening on loopback. */
-struct Plane {
-  Options options;
-  Copier copier;
-  ControlPlane cp{options, copier};
-  explicit Plane(const std::string &id, const std::string &key = "the job key of these tests") {
-    options.auth_key = key;
-    options.engine_id = id;
-    options.timeout_ms = 5000;
-    HostPort hp;
-    REQUIRE(ParseHostPort("127.0.0.1:0", hp));
-    REQUIRE(cp.Start(hp) == SUCCESS);
-  }
-  const std::string &address() const { return cp.listen_address(); }
-};
-
-bool Holds(const PeerPtr &peer, uintptr_t addr) {
-  std::shared_lock<std::shared_mutex> lock(peer->table_mu);
-  return peer->Find(addr, 1) != nullptr;
-}
-
-template <class Pred>
-bool Eventually(Pred pred) {
-  for (int i = 0; i < 2000 && !pred(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  return pred();
-}
-
-}  // namespace
+using namespace hixl::engine::testing;
 
 TEST_CASE("handshake: the job's key connects and proves the server's id; another key or id is refused") {
   Plane a("rank 0"), b("rank 1"), stranger("rank 9", "another job's key");

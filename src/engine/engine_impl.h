@@ -3,12 +3,14 @@
 // A thin composition; each public call goes to the part that owns its state:
 // - Options (options.h): what Initialize was told, parsed once, then
 //   read-only; owned here, read by both planes.
-// - engine::ControlPlane (control_plane.h): the UCX worker, the listener,
-//   the progress thread, handshakes, the peers and their memory tables,
-//   this engine's registered regions, invalidations, received notifies.
+// - engine::ControlPlane (control_plane.h): the UCX worker and the
+//   composition of the control plane's parts, each under its own lock: the
+//   event loop (progress thread), the region registry, the acceptor, the
+//   connector (peers, their tables, handshakes) and the notify inbox.
 // - engine::DataPlane (data_plane.h): transfers, atomics, flush, sent
-//   notifies, async requests and the transfer counters; it reads peers
-//   through the control plane, never the other way round.
+//   notifies, async requests and the transfer counters, and the transport
+//   paths each block takes (path.h); it reads peers through the control
+//   plane, never the other way round.
 // - engine::Peer (peer.h): one connection, shared by both planes; it owns
 //   its endpoint (engine::Endpoint, ucx_raii.h), which its remote keys keep
 //   alive.

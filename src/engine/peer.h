@@ -44,8 +44,8 @@ struct Response {
 /**
  * @brief An outgoing connection: control socket, UCX endpoint, the peer's memory table.
  *
- * Made by ControlPlane::Connect and shared (PeerPtr) by the control plane's
- * maps and by every call in flight on it. Who touches what:
+ * Made by the control plane's Connector (Dial, Publish) and shared (PeerPtr)
+ * by its maps and by every call in flight on it. Who touches what:
  * - `fd`, `reader`: the progress thread reads; callers write under
  *   `send_mu`; the progress thread closes it (or the teardown, at Finalize).
  * - `ep`, `regions`, `retired`, `retire_seq`, `withdrawn`: under `table_mu`

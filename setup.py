@@ -138,7 +138,13 @@ LINETRACE = "hixl_rma.races._linetrace"
 # a shared-libpython interpreter would add a RUNPATH of the build machine).
 linetrace = Extension(LINETRACE, sources=["hixl_rma/races/_linetrace.pyx"], language="c++",
                       extra_compile_args=["-O2", "-g0", "-Wall"])
-exts = cythonize([ext, linetrace], compiler_directives={"language_level": 3})
+# The detector's per-call record (Put, Get, Flush) and its hot classes'
+# storage in C, built the same way; the detector records in Python where it
+# is missing.
+RECORD = "hixl_rma.races._record"
+record = Extension(RECORD, sources=["hixl_rma/races/_record.pyx"], language="c++",
+                   extra_compile_args=["-O2", "-g0", "-Wall"])
+exts = cythonize([ext, linetrace, record], compiler_directives={"language_level": 3})
 if not hixl_home:
     exts.append(Extension(
         PLUGIN,

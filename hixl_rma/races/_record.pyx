@@ -1,0 +1,391 @@
+# cython: language_level=3
+"""The detector's per-call record in C: what a checked window's Put, Get
+and Flush do on every call (the calling line, the clock snapshot, the
+call site's record, the pending completions, the origin buffer in use and
+its checksum), without a Python frame of the detector's own.
+
+It also gives the hot classes C storage: ``Access`` (log.py), ``LocalUse``
+(detector.py), ``_Site`` (log.py) and ``Clock`` (clock.py) subclass the
+``*Fields`` types below where this extension is built, so their fields are
+C members read here without a lookup; their methods stay in Python. Where
+the extension is missing (or ``HIXL_RMA_RACE_PURE=1``), those classes are
+plain ``__slots__`` classes and checked.py records in Python, as before.
+Both record the same thing.
+"""
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBuffer_IsContiguous, PyBUF_FULL_RO
+from cpython.object cimport PyObject, PyTypeObject
+from libc.stdint cimport uint32_t, uint64_t
+from libc.string cimport memcpy
+
+cdef extern from *:
+    """
+    #include <frameobject.h>
+
+    #if PY_VERSION_HEX >= 0x030C0000
+    #define HIXL_REC_REQUEST_INDEX PyUnstable_Eval_RequestCodeExtraIndex
+    #define HIXL_REC_GET_EXTRA PyUnstable_Code_GetExtra
+    #define HIXL_REC_SET_EXTRA PyUnstable_Code_SetExtra
+    #else
+    #define HIXL_REC_REQUEST_INDEX _PyEval_RequestCodeExtraIndex
+    #define HIXL_REC_GET_EXTRA _PyCode_GetExtra
+    #define HIXL_REC_SET_EXTRA _PyCode_SetExtra
+    #endif
+
+    /* Whether a code object is hixl_rma's own rides on it (its co_extra slot:
+       1 not own, 2 own), asked of Python once per code object. */
+    static Py_ssize_t hixl_rec_index = -1;
+
+    static void hixl_rec_free(void *extra) { (void)extra; }
+
+    static int hixl_rec_configure(void) {
+        if (hixl_rec_index < 0) hixl_rec_index = HIXL_REC_REQUEST_INDEX(hixl_rec_free);
+        return hixl_rec_index < 0 ? -1 : 0;
+    }
+
+    /* 1 when code is hixl_rma's own, 0 when not, -1 on an error. */
+    static int hixl_rec_own(PyObject *own, PyCodeObject *code) {
+        void *extra = NULL;
+        if (HIXL_REC_GET_EXTRA((PyObject *)code, hixl_rec_index, &extra) < 0) return -1;
+        if (extra == NULL) {
+            PyObject *r = PyObject_CallOneArg(own, (PyObject *)code);
+            if (r == NULL) return -1;
+            int t = PyObject_IsTrue(r);
+            Py_DECREF(r);
+            if (t < 0) return -1;
+            extra = (void *)(Py_ssize_t)(t ? 2 : 1);
+            if (HIXL_REC_SET_EXTRA((PyObject *)code, hixl_rec_index, extra) < 0) return -1;
+        }
+        return (Py_ssize_t)extra == 2;
+    }
+
+    /* (code, line) of the innermost running frame that is not hixl_rma's own
+       code, or of the outermost frame when all are (detector.site_of's answer). */
+    static PyObject *hixl_rec_site(PyObject *own) {
+        PyFrameObject *f = PyEval_GetFrame();
+        if (f == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "race detector: a call with no Python frame");
+            return NULL;
+        }
+        Py_INCREF(f);
+        for (;;) {
+            PyCodeObject *code = PyFrame_GetCode(f);
+            int mine = hixl_rec_own(own, code);
+            if (mine < 0) {
+                Py_DECREF(code);
+                Py_DECREF(f);
+                return NULL;
+            }
+            PyFrameObject *back = mine ? PyFrame_GetBack(f) : NULL;
+            if (back == NULL) {
+                PyObject *res = Py_BuildValue("(Ni)", (PyObject *)code, PyFrame_GetLineNumber(f));
+                Py_DECREF(f);
+                return res;
+            }
+            Py_DECREF(code);
+            Py_DECREF(f);
+            f = back;
+        }
+    }
+
+    /* zlib's crc32 (the same polynomial, initial value and final xor). */
+    static uint32_t hixl_rec_crc_table[256];
+    static void hixl_rec_crc_init(void) {
+        for (uint32_t n = 0; n < 256; n++) {
+            uint32_t c = n;
+            for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+            hixl_rec_crc_table[n] = c;
+        }
+    }
+    static uint32_t hixl_rec_crc32(const unsigned char *p, Py_ssize_t n) {
+        uint32_t c = 0xFFFFFFFFu;
+        for (Py_ssize_t i = 0; i < n; i++) c = hixl_rec_crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
+        return c ^ 0xFFFFFFFFu;
+    }
+    """
+    int hixl_rec_configure()
+    object hixl_rec_site(object own)
+    void hixl_rec_crc_init()
+    uint32_t hixl_rec_crc32(const unsigned char *p, Py_ssize_t n)
+
+cdef extern from "Python.h":
+    void PyErr_Clear()
+
+hixl_rec_crc_init()
+
+cdef object _ndarray = None  # numpy.ndarray, once a Recorder is made
+cdef tuple _EMPTY = ()
+
+
+cdef inline void _clear():
+    PyErr_Clear()
+
+
+cdef class AccessFields:
+    """The storage of log.Access."""
+    cdef public object win, target, blocks, call, op, dtype, rank, snap, done, site, done_call, thread, count
+    cdef public object done_actor
+
+
+cdef class UseFields:
+    """The storage of detector.LocalUse."""
+    cdef public object win, target, lo, hi, writes, obj, crc, rec, req, call, site
+
+
+cdef class SiteFields:
+    """The storage of log._Site."""
+    cdef public list first
+    cdef public object last
+    cdef public object seen
+
+
+cdef class ClockFields:
+    """The storage of clock.Clock."""
+    cdef public object me, n
+    cdef public list c
+    cdef public object _snap
+
+
+cdef inline object _new(type cls):
+    """An instance of a Python subclass of one of the storages, its fields None."""
+    return (<PyTypeObject *>cls).tp_new(cls, <PyObject *>_EMPTY, NULL)
+
+
+cdef object _sum_crc(const unsigned char *p, Py_ssize_t n):
+    """detector.checksum's value of n bytes at p (a C-contiguous buffer)."""
+    cdef Py_ssize_t words, i
+    cdef uint64_t s = 0, w
+    if n <= 256:
+        return hixl_rec_crc32(p, n)
+    words = n // 8
+    for i in range(words):
+        memcpy(&w, p + 8 * i, 8)
+        s += w
+    return (s, hixl_rec_crc32(p + 8 * words, n - 8 * words), n)
+
+
+cdef object _checksum(object obj, object slow):
+    """detector.checksum(obj): in C for a C-contiguous ndarray, else ``slow``."""
+    cdef Py_buffer view
+    if type(obj) is _ndarray and obj is not None:
+        if PyObject_GetBuffer(obj, &view, PyBUF_FULL_RO) == 0:
+            try:
+                if PyBuffer_IsContiguous(&view, b'C'):
+                    return _sum_crc(<const unsigned char *>view.buf, view.len)
+            finally:
+                PyBuffer_Release(&view)
+        else:
+            _clear()
+    return slow(obj)
+
+
+_FLUSH = "Flush"
+_WHY_BOTH = "both use the buffer before either completed locally"
+
+
+def _checksum_of(obj):
+    """detector.checksum(obj) as this module computes it (for the tests)."""
+    from .detector import checksum
+    return _checksum(obj, checksum)
+
+
+cdef class Recorder:
+    """The record of one detector's Put, Get and Flush."""
+
+    cdef object det, windows, tl, mutex, tls, own, slow, atomics_done, checksum
+    cdef dict sites, pend, quick
+    cdef object keep, rank
+    cdef type Access, LocalUse, Site
+    cdef object proc_null
+
+    def __init__(self, det, tls, slow, atomics_done, proc_null):
+        """``tls``: checked.py's per-thread flag (inside a checked call);
+        ``slow(win, call, origin, target_rank, target)``: the general record;
+        ``atomics_done(info, targets)``: what a Flush of an atomic's target does."""
+        global _ndarray
+        import numpy as np
+        from .detector import LocalUse, _own, checksum
+        from .log import Access, _Site
+        if hixl_rec_configure() < 0:
+            raise RuntimeError("no code-object extra slot left for the race detector")
+        _ndarray = np.ndarray
+        self.det, self.windows, self.tl, self.mutex = det, det.windows, det._tl, det.mutex
+        self.sites, self.pend, self.quick = det.log.sites, det.pend, {}
+        self.keep, self.rank = det.log.keep, det.rank
+        self.tls, self.slow, self.atomics_done, self.checksum = tls, slow, atomics_done, checksum
+        self.own = lambda code: _own(code.co_filename)
+        self.Access, self.LocalUse, self.Site = Access, LocalUse, _Site
+        self.proc_null = proc_null
+
+    cdef ClockFields clock(self):
+        c = getattr(self.tl, "clock", None)
+        if c is None:
+            c = self.det._new_thread_clock()
+        return <ClockFields>c
+
+    def site(self):
+        """(code, line) of the program's line making the current call."""
+        return hixl_rec_site(self.own)
+
+    cpdef moved(self, win, str call, origin, target_rank, target, bint receives):
+        """Record a Put or Get the base class has just made (checked.py's _moved)."""
+        if self.tls.on or target_rank == self.proc_null:
+            return
+        if type(origin) is _ndarray and (target is None or type(target) is int):
+            if self.fast(win, call, origin, target_rank, target, receives):
+                return
+        self.slow(win, call, origin, target_rank, target)
+
+    cdef bint fast(self, win, str call, origin, target_rank, target, bint receives) except -1:
+        """Put/Get of a C-contiguous ndarray at an int displacement (checked.py's fast).
+        False: not C-contiguous, the general record's."""
+        cdef Py_buffer view
+        cdef ClockFields clock
+        cdef SiteFields st
+        cdef AccessFields last, rec
+        cdef UseFields u, nu
+        cdef Py_ssize_t n
+        cdef bint have_view = False
+        if PyObject_GetBuffer(origin, &view, PyBUF_FULL_RO) == 0:
+            have_view = True
+            if not PyBuffer_IsContiguous(&view, b'C'):
+                PyBuffer_Release(&view)
+                return False
+            n = view.len
+        else:
+            _clear()
+            if not origin.flags.c_contiguous:
+                return False
+            n = origin.nbytes
+        try:
+            w = win._w
+            key = w.key
+            info = self.windows[key]
+            tw = info.world[target_rank]
+            lo = (target or 0) * w.targets[target_rank].disp_unit
+            where_ = hixl_rec_site(self.own)
+            code, line = where_
+            with self.mutex:
+                clock = self.clock()
+                snap = clock._snap
+                if snap is None:
+                    snap = clock._snap = tuple(clock.c)
+                th = clock.me
+                qk = (id(code), line, key, tw, call, lo, n, th)
+                o = self.quick.get(qk)
+                if o is None:
+                    blocks = ((lo, lo + n),) if n else ()
+                    k = (key, tw, call, None, None, code, line, blocks, th)
+                    o = self.sites.get(k)
+                    if o is None:
+                        o = self.sites[k] = self.Site(self.keep)
+                    # a site keeps its code object (its records' sites hold it): its id stays its own
+                    self.quick[qk] = o
+                st = <SiteFields>o
+                o = st.last[-1] if st.last else (st.first[-1] if st.first else None)
+                if o is not None and (<AccessFields>o).snap is snap and (<AccessFields>o).done is None:
+                    last = <AccessFields>o
+                    last.count += 1
+                    rec = last
+                else:
+                    rec = <AccessFields>_new(self.Access)
+                    rec.win, rec.target, rec.call, rec.rank, rec.snap = key, tw, call, self.rank, snap
+                    rec.blocks = (<AccessFields>o).blocks if o is not None else (((lo, lo + n),) if n else ())
+                    rec.site, rec.thread, rec.done_actor, rec.count = where_, th, th, 1
+                    st.seen += 1
+                    if len(st.first) < self.keep:
+                        st.first.append(rec)
+                    else:
+                        st.last.append(rec)
+                    pk = (key, tw)
+                    p = self.pend.get(pk)
+                    if p is None:
+                        self.pend[pk] = [rec]
+                    else:
+                        p.append(rec)
+                if n:
+                    if have_view:
+                        a = <size_t>view.buf
+                    else:
+                        a = origin.__array_interface__["data"][0]
+                    b = a + n
+                    det = self.det
+                    for o in det.local:
+                        u = <UseFields>o
+                        if u.lo < b and a < u.hi and (receives or u.writes):
+                            det._local_race(u, call, where_, receives, _WHY_BOTH)
+                    if receives:
+                        crc = None
+                    elif have_view:
+                        crc = _sum_crc(<const unsigned char *>view.buf, n)
+                    else:
+                        crc = self.checksum(origin)
+                    nu = <UseFields>_new(self.LocalUse)
+                    nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, receives
+                    nu.obj = None if receives else origin
+                    nu.crc, nu.rec, nu.call, nu.site = crc, rec, call, where_
+                    det.local.append(nu)
+        finally:
+            if have_view:
+                PyBuffer_Release(&view)
+        return True
+
+    cpdef flushed(self, win, rank):
+        """Flush(rank): what this rank did to rank is complete, remotely and
+        locally (checked.py's flushed)."""
+        cdef ClockFields clock
+        cdef AccessFields r
+        cdef UseFields u
+        cdef list keep
+        if self.tls.on or rank == self.proc_null:
+            return
+        info = self.windows[win._w.key]
+        tw = info.world[rank]
+        wkey = info.key
+        det = self.det
+        with self.mutex:
+            clock = self.clock()
+            me = clock.me
+            now = clock.c[me] + 1
+            clock.c[me] = now
+            clock._snap = None
+            recs = self.pend.pop((wkey, tw), None)
+            if recs:
+                for o in recs:
+                    r = <AccessFields>o
+                    r.done, r.done_call, r.done_actor = now, _FLUSH, me
+            if det.local:
+                # det.complete(info, {tw}, "Flush", remote=False)
+                keep = []
+                for o in det.local:
+                    u = <UseFields>o
+                    if not (u.win == wkey and u.target == tw and u.req is None):
+                        keep.append(u)
+                        continue
+                    if u.crc is not None and _checksum(u.obj, self.checksum) != u.crc:
+                        det._changed(u, _FLUSH, None)
+                det.local = keep
+        if rank in info.atomics:
+            self.atomics_done(info, {tw})
+
+
+def make_calls(Win, Recorder r):
+    """CheckedWin's Put, Get and Flush, recording through ``r``: no Python frame."""
+    base_put, base_get, base_flush = Win.Put, Win.Get, Win.Flush
+
+    def Put(self, origin, target_rank, target=None):
+        """Write origin into the target window (recorded by the race detector)."""
+        base_put(self, origin, target_rank, target)
+        r.moved(self, "Put", origin, target_rank, target, False)
+
+    def Get(self, origin, target_rank, target=None):
+        """Read the target window into origin (recorded by the race detector)."""
+        base_get(self, origin, target_rank, target)
+        r.moved(self, "Get", origin, target_rank, target, True)
+
+    def Flush(self, rank):
+        """Remote completion of all RMA to ``rank`` (seen by the race detector)."""
+        base_flush(self, rank)
+        r.flushed(self, rank)
+
+    return Put, Get, Flush

@@ -13,10 +13,16 @@ plain ``__slots__`` classes and checked.py records in Python, as before.
 Both record the same thing.
 """
 
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBuffer_IsContiguous, PyBUF_FULL_RO
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBuffer_IsContiguous, PyBUF_FULL_RO,
+                             PyBUF_SIMPLE)
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, strchr
+from libcpp.algorithm cimport sort
+from libcpp.map cimport multimap
+from libcpp.pair cimport pair
+from libcpp.vector cimport vector
+from cython.operator cimport dereference as deref, preincrement as inc
 
 cdef extern from *:
     """
@@ -108,17 +114,19 @@ cdef extern from *:
     void hixl_rec_crc_init()
     uint32_t hixl_rec_crc32(const unsigned char *p, Py_ssize_t n)
 
-cdef extern from "Python.h":
-    void PyErr_Clear()
-
 hixl_rec_crc_init()
 
 cdef object _ndarray = None  # numpy.ndarray, once a Recorder is made
 cdef tuple _EMPTY = ()
 
 
-cdef inline void _clear():
-    PyErr_Clear()
+cdef int _get(obj, Py_buffer *view, int flags):
+    """PyObject_GetBuffer, -1 instead of an exception (the caller takes the Python path)."""
+    try:
+        PyObject_GetBuffer(obj, view, flags)
+    except Exception:
+        return -1
+    return 0
 
 
 cdef class AccessFields:
@@ -130,6 +138,86 @@ cdef class AccessFields:
 cdef class UseFields:
     """The storage of detector.LocalUse."""
     cdef public object win, target, lo, hi, writes, obj, crc, rec, req, call, site
+    cdef Py_ssize_t seq  # its place in Uses
+
+
+ctypedef pair[size_t, PyObject *] _HiUse
+ctypedef pair[Py_ssize_t, PyObject *] _SeqUse
+
+
+cdef class Uses:
+    """Detector.local: the origin and result buffers in use, in the order
+    they were taken (what iterating gives), indexed by address so that a new
+    one finds those it overlaps without looking at all of them (a loop of
+    4,096 Puts before one Flush looked at 8 million pairs)."""
+
+    cdef list items
+    cdef multimap[size_t, _HiUse] by_lo  # lo -> (hi, the use); the items own the references
+    cdef size_t span  # the longest hi - lo indexed since the last rebuild
+    cdef Py_ssize_t seq
+    cdef bint exact  # every item is indexed (else overlapping() looks at all)
+
+    def __init__(self, items=()):
+        self.replace(items)
+
+    def __len__(self):
+        return len(self.items)
+
+    def __iter__(self):
+        return iter(self.items)
+
+    def __bool__(self):
+        return len(self.items) > 0
+
+    cpdef append(self, u):
+        self.items.append(u)
+        self._index(u)
+
+    cpdef replace(self, items):
+        """Keep only ``items`` (in their order)."""
+        self.items = list(items)
+        self.by_lo.clear()
+        self.span, self.seq, self.exact = 0, 0, True
+        for u in self.items:
+            self._index(u)
+
+    cdef _index(self, u):
+        cdef UseFields f
+        cdef size_t lo, hi
+        if not self.exact:
+            return
+        if not isinstance(u, UseFields):
+            self.exact = False
+            return
+        f = <UseFields>u
+        try:
+            lo, hi = f.lo, f.hi
+        except (TypeError, OverflowError):
+            self.exact = False
+            return
+        f.seq = self.seq
+        self.seq += 1
+        if hi > lo and hi - lo > self.span:
+            self.span = hi - lo
+        self.by_lo.insert(pair[size_t, _HiUse](lo, _HiUse(hi, <PyObject *>u)))
+
+    cpdef list overlapping(self, a, b):
+        """The uses with lo < b and a < hi, in order."""
+        cdef size_t lo, hi, start
+        cdef vector[_SeqUse] found
+        cdef multimap[size_t, _HiUse].iterator it
+        if not self.exact or a < 0:
+            return [u for u in self.items if u.lo < b and a < u.hi]
+        lo, hi = a, b
+        # an item overlapping [lo, hi) starts after lo - span
+        start = lo + 1 - self.span if lo + 1 > self.span else 0
+        it = self.by_lo.lower_bound(start)
+        while it != self.by_lo.end() and deref(it).first < hi:
+            if deref(it).second.first > lo:
+                found.push_back(_SeqUse((<UseFields>deref(it).second.second).seq, deref(it).second.second))
+            inc(it)
+        sort(found.begin(), found.end())
+        return [<object>p.second for p in found]
 
 
 cdef class SiteFields:
@@ -164,19 +252,44 @@ cdef object _sum_crc(const unsigned char *p, Py_ssize_t n):
     return (s, hixl_rec_crc32(p + 8 * words, n - 8 * words), n)
 
 
-cdef object _checksum(object obj, object slow):
-    """detector.checksum(obj): in C for a C-contiguous ndarray, else ``slow``."""
+cdef inline bint _byte_castable(const char *fmt):
+    """memoryview.cast("B") takes a view of this format: a native single
+    character (an '@' before it allowed); no format is "B"."""
+    if fmt == NULL:
+        return True
+    if fmt[0] == b'@':
+        fmt += 1
+    return fmt[0] != 0 and strchr("cbBhHiIlLqQnNfde?P", fmt[0]) != NULL and fmt[1] == 0
+
+
+cdef object _words(object obj, object slow):
+    """detector.checksum(obj) of a C-contiguous ndarray over 256 bytes: what
+    it reads through memoryview(obj).cast("B"), or ``slow`` where that fails
+    (it has no checksum then)."""
     cdef Py_buffer view
-    if type(obj) is _ndarray and obj is not None:
-        if PyObject_GetBuffer(obj, &view, PyBUF_FULL_RO) == 0:
-            try:
-                if PyBuffer_IsContiguous(&view, b'C'):
-                    return _sum_crc(<const unsigned char *>view.buf, view.len)
-            finally:
-                PyBuffer_Release(&view)
-        else:
-            _clear()
+    if _get(obj, &view, PyBUF_FULL_RO) < 0:
+        return slow(obj)
+    try:
+        if PyBuffer_IsContiguous(&view, b'C') and _byte_castable(view.format):
+            return _sum_crc(<const unsigned char *>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
     return slow(obj)
+
+
+cdef object _checksum(object obj, object slow):
+    """detector.checksum(obj): in C for a C-contiguous ndarray (the same value), else ``slow``."""
+    cdef Py_buffer view
+    if type(obj) is not _ndarray:
+        return slow(obj)
+    if _get(obj, &view, PyBUF_SIMPLE) < 0:  # numpy: not C-contiguous
+        return slow(obj)
+    try:
+        if view.len <= 256:
+            return hixl_rec_crc32(<const unsigned char *>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return _words(obj, slow)
 
 
 _FLUSH = "Flush"
@@ -246,14 +359,10 @@ cdef class Recorder:
         cdef UseFields u, nu
         cdef Py_ssize_t n
         cdef bint have_view = False
-        if PyObject_GetBuffer(origin, &view, PyBUF_FULL_RO) == 0:
+        if _get(origin, &view, PyBUF_SIMPLE) == 0:  # numpy: C-contiguous
             have_view = True
-            if not PyBuffer_IsContiguous(&view, b'C'):
-                PyBuffer_Release(&view)
-                return False
             n = view.len
         else:
-            _clear()
             if not origin.flags.c_contiguous:
                 return False
             n = origin.nbytes
@@ -310,14 +419,17 @@ cdef class Recorder:
                         a = origin.__array_interface__["data"][0]
                     b = a + n
                     det = self.det
-                    for o in det.local:
+                    uses = det.local
+                    for o in ((<Uses>uses).overlapping(a, b) if type(uses) is Uses else uses):
                         u = <UseFields>o
                         if u.lo < b and a < u.hi and (receives or u.writes):
                             det._local_race(u, call, where_, receives, _WHY_BOTH)
                     if receives:
                         crc = None
+                    elif have_view and n <= 256:
+                        crc = hixl_rec_crc32(<const unsigned char *>view.buf, n)
                     elif have_view:
-                        crc = _sum_crc(<const unsigned char *>view.buf, n)
+                        crc = _words(origin, self.checksum)
                     else:
                         crc = self.checksum(origin)
                     nu = <UseFields>_new(self.LocalUse)
@@ -364,7 +476,7 @@ cdef class Recorder:
                         continue
                     if u.crc is not None and _checksum(u.obj, self.checksum) != u.crc:
                         det._changed(u, _FLUSH, None)
-                det.local = keep
+                det.local.replace(keep)
         if rank in info.atomics:
             self.atomics_done(info, {tw})
 

@@ -17,6 +17,7 @@ import zlib
 
 import numpy as np
 
+from . import _ext
 from ._ext import storage
 from .clock import Clock
 from .log import Access, Log
@@ -94,6 +95,17 @@ class LocalUse(_UseBase):
         self.req = None
 
 
+class _PyUses(list):
+    """Detector.local where the C record is missing: a list."""
+
+    def replace(self, items):
+        """Keep only ``items`` (in their order)."""
+        self[:] = items
+
+
+_Uses = _ext.record.Uses if _ext.record is not None else _PyUses
+
+
 class WinInfo:
     """What the detector knows of a window: key, label, its communicator's
     world ranks, this rank's local memory range, its clock window."""
@@ -121,7 +133,7 @@ class Detector:
         self.keep_going, self.json_path = keep_going, json_path
         self.out = out or sys.stderr
         self.pend = {}  # (win key, target) -> [Access] not remotely complete
-        self.local = []  # [LocalUse]
+        self.local = _Uses()  # [LocalUse], in order
         self.races = []  # races this rank saw itself (dicts, see _race)
         self._pairs = set()
         self.windows = {}  # key -> WinInfo of a live window
@@ -268,7 +280,7 @@ class Detector:
                 continue
             if u.crc is not None and checksum(u.obj) != u.crc:
                 self._changed(u, call, where_)
-        self.local = keep
+        self.local.replace(keep)
 
     def _changed(self, u, call, where_):
         """u's origin buffer is not what it was when u's call was issued (its checksum)."""

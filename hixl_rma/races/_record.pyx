@@ -16,6 +16,7 @@ Both record the same thing.
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBuffer_IsContiguous, PyBUF_FULL_RO,
                              PyBUF_SIMPLE)
 from cpython.object cimport PyObject, PyTypeObject
+from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy, strchr
 from libcpp.algorithm cimport sort
@@ -305,11 +306,14 @@ def _checksum_of(obj):
 cdef class Recorder:
     """The record of one detector's Put, Get and Flush."""
 
-    cdef object det, windows, tl, mutex, tls, own, slow, atomics_done, checksum
+    cdef object det, windows, tl, lock, unlock, tls, own, slow, atomics_done, checksum
     cdef dict sites, pend, quick
     cdef object keep, rank
     cdef type Access, LocalUse, Site
     cdef object proc_null
+    cdef unsigned long main_ident  # the main thread's clock, without a thread-local lookup
+    cdef object main_clock
+    cdef tuple w_last  # the last call's window: (its core, its WinInfo, {target rank: (world rank, disp_unit)})
 
     def __init__(self, det, tls, slow, atomics_done, proc_null):
         """``tls``: checked.py's per-thread flag (inside a checked call);
@@ -322,7 +326,13 @@ cdef class Recorder:
         if hixl_rec_configure() < 0:
             raise RuntimeError("no code-object extra slot left for the race detector")
         _ndarray = np.ndarray
-        self.det, self.windows, self.tl, self.mutex = det, det.windows, det._tl, det.mutex
+        import threading
+        self.det, self.windows, self.tl = det, det.windows, det._tl
+        self.lock, self.unlock = det.mutex.acquire, det.mutex.release
+        main = threading.main_thread().ident
+        self.main_ident, self.main_clock = 0, None
+        if det._slots.get(main) is det._main:  # a thread's clock is made once and kept
+            self.main_ident, self.main_clock = main, det._main
         self.sites, self.pend, self.quick = det.log.sites, det.pend, {}
         self.keep, self.rank = det.log.keep, det.rank
         self.tls, self.slow, self.atomics_done, self.checksum = tls, slow, atomics_done, checksum
@@ -331,10 +341,19 @@ cdef class Recorder:
         self.proc_null = proc_null
 
     cdef ClockFields clock(self):
+        if self.main_ident and PyThread_get_thread_ident() == self.main_ident:
+            return <ClockFields>self.main_clock
         c = getattr(self.tl, "clock", None)
         if c is None:
             c = self.det._new_thread_clock()
         return <ClockFields>c
+
+    cdef tuple window(self, w):
+        """(w, its WinInfo, {target rank: (world rank, disp_unit)}) of window core w."""
+        c = self.w_last
+        if c is None or c[0] is not w:
+            c = self.w_last = (w, self.windows[w.key], {})
+        return c
 
     def site(self):
         """(code, line) of the program's line making the current call."""
@@ -368,13 +387,17 @@ cdef class Recorder:
             n = origin.nbytes
         try:
             w = win._w
-            key = w.key
-            info = self.windows[key]
-            tw = info.world[target_rank]
-            lo = (target or 0) * w.targets[target_rank].disp_unit
+            _, info, targets = self.window(w)
+            key = info.key
+            t = targets.get(target_rank)
+            if t is None:
+                t = targets[target_rank] = (info.world[target_rank], w.targets[target_rank].disp_unit)
+            tw, du = t
+            lo = (target or 0) * du
             where_ = hixl_rec_site(self.own)
             code, line = where_
-            with self.mutex:
+            self.lock()
+            try:
                 clock = self.clock()
                 snap = clock._snap
                 if snap is None:
@@ -420,7 +443,8 @@ cdef class Recorder:
                     b = a + n
                     det = self.det
                     uses = det.local
-                    for o in ((<Uses>uses).overlapping(a, b) if type(uses) is Uses else uses):
+                    near = (<Uses>uses).overlapping(a, b) if type(uses) is Uses else list(uses)
+                    for o in near:
                         u = <UseFields>o
                         if u.lo < b and a < u.hi and (receives or u.writes):
                             det._local_race(u, call, where_, receives, _WHY_BOTH)
@@ -432,11 +456,19 @@ cdef class Recorder:
                         crc = _words(origin, self.checksum)
                     else:
                         crc = self.checksum(origin)
-                    nu = <UseFields>_new(self.LocalUse)
-                    nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, receives
-                    nu.obj = None if receives else origin
-                    nu.crc, nu.rec, nu.call, nu.site = crc, rec, call, where_
-                    det.local.append(nu)
+                    obj = None if receives else origin
+                    for o in near:
+                        u = <UseFields>o
+                        if (u.rec is rec and u.obj is obj and u.lo == a and u.hi == b and u.req is None
+                                and u.crc == crc and u.site == where_ and u.writes == receives):
+                            break  # the same use again (a loop of Puts of one buffer): one is enough
+                    else:
+                        nu = <UseFields>_new(self.LocalUse)
+                        nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, receives
+                        nu.obj, nu.crc, nu.rec, nu.call, nu.site = obj, crc, rec, call, where_
+                        uses.append(nu)
+            finally:
+                self.unlock()
         finally:
             if have_view:
                 PyBuffer_Release(&view)
@@ -451,11 +483,12 @@ cdef class Recorder:
         cdef list keep
         if self.tls.on or rank == self.proc_null:
             return
-        info = self.windows[win._w.key]
+        info = self.window(win._w)[1]
         tw = info.world[rank]
         wkey = info.key
         det = self.det
-        with self.mutex:
+        self.lock()
+        try:
             clock = self.clock()
             me = clock.me
             now = clock.c[me] + 1
@@ -477,6 +510,8 @@ cdef class Recorder:
                     if u.crc is not None and _checksum(u.obj, self.checksum) != u.crc:
                         det._changed(u, _FLUSH, None)
                 det.local.replace(keep)
+        finally:
+            self.unlock()
         if rank in info.atomics:
             self.atomics_done(info, {tw})
 

@@ -176,8 +176,8 @@ cdef class Uses:
 
     cpdef replace(self, items):
         """Keep only ``items`` (in their order)."""
+        self.by_lo.clear()  # before the old items go (the index borrows their references)
         self.items = list(items)
-        self.by_lo.clear()
         self.span, self.seq, self.exact = 0, 0, True
         for u in self.items:
             self._index(u)

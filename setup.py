@@ -119,8 +119,8 @@ class _BuildExt(build_ext):
                 objects = list(pool.map(one, engine_sources))
             headers = sorted(glob.glob("src/engine/*.h") + glob.glob("src/include/hixl/*.h"))
             for e in self.extensions:
-                if e.name == LINETRACE:
-                    continue  # plain C, no engine in it
+                if e.name in (LINETRACE, RECORD):
+                    continue  # the race detector's: no engine in them
                 e.extra_objects = objects + list(e.extra_objects or [])
                 e.depends = list(e.depends or []) + engine_sources + headers  # relinked when the engine changes
         super().build_extensions()
@@ -142,10 +142,16 @@ LINETRACE = "hixl_rma.races._linetrace"
 # a shared-libpython interpreter would add a RUNPATH of the build machine).
 linetrace = Extension(LINETRACE, sources=["hixl_rma/races/_linetrace.pyx"], language="c++",
                       extra_compile_args=["-O2", "-g0", "-Wall"])
+# The detector's per-call record (Put, Get, Flush) and its hot classes'
+# storage in C, built the same way; the detector records in Python where it
+# is missing.
+RECORD = "hixl_rma.races._record"
+record = Extension(RECORD, sources=["hixl_rma/races/_record.pyx"], language="c++",
+                   extra_compile_args=["-O2", "-g0", "-Wall"])
 # The binding's declarations of the engine's extension calls, made from their
 # one declaration (src/include/hixl/hixl_ext_calls.h) before Cython reads them.
 runpy.run_path(os.path.join(HERE, "scripts", "ext_decls.py"), run_name="ext_decls")["main"]([])
-exts = cythonize([ext, linetrace], compiler_directives={"language_level": 3})
+exts = cythonize([ext, linetrace, record], compiler_directives={"language_level": 3})
 if not hixl_home:
     exts.append(Extension(
         PLUGIN,

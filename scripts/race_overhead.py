@@ -10,20 +10,31 @@ where the two files come from
     HIXL_RMA_CHECK=races mpiexec -n 2 python -m hixl_rma.bench rma W1 W2 W3 W4 --json ON.json
 
 A ratio is slowdown: time on / time off, or bandwidth off / bandwidth on.
+Either argument may be several runs' files joined by commas (interleaved
+runs on a busy machine): a figure's value is then the median of their
+medians.
 """
 import json
 import sys
 
 
-def medians(path):
-    with open(path) as f:
-        doc = json.load(f)
-    out = {}
-    for fig in doc["figures"]:
-        h = fig["results"].get("hixl")
-        if h:
-            out[fig["id"]] = (fig["label"], fig["metric"], fig["better"], h["median"])
-    return out
+def _median(values):
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def medians(paths):
+    """{figure id: (label, metric, better, median)} over the runs in paths (comma-separated)."""
+    runs = {}
+    for path in paths.split(","):
+        with open(path) as f:
+            doc = json.load(f)
+        for fig in doc["figures"]:
+            h = fig["results"].get("hixl")
+            if h and h["median"]:
+                runs.setdefault(fig["id"], (fig["label"], fig["metric"], fig["better"], []))[3].append(h["median"])
+    return {fid: (label, metric, better, _median(v)) for fid, (label, metric, better, v) in runs.items()}
 
 
 def main(argv):
@@ -43,7 +54,8 @@ def main(argv):
         print(f"{w + ' ' + label:58s} {metric:>6s} {a:10.4g} {b:10.4g} {slow:7.2f}x")
     for w in sorted({r[0] for r in rows}):
         s = sorted(r[5] for r in rows if r[0] == w)
-        print(f"{w}: {len(s)} figures, slowdown median {s[len(s) // 2]:.2f}x, max {s[-1]:.2f}x")
+        print(f"{w}: {len(s)} figures, slowdown median {s[len(s) // 2]:.2f}x, max {s[-1]:.2f}x, "
+              f"{sum(x <= 3 for x in s)} within 3x")
     return 0
 
 

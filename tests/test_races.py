@@ -175,3 +175,110 @@ def test_races_reports_once_with_the_overlap(check):
     r = out[0]
     assert r["bytes"] == [4, 8] and r["window"] == "win" and r["target"] == 1
     assert r["kind"] == "polling"  # one site's repeated loads racing a write
+
+
+# ------------------------------------------- the record in C and in Python
+
+# Put, Get and Flush of ndarrays (the record _record.pyx makes in C), in a
+# loop, with one origin buffer stored into before its Flush, two Gets into one
+# result buffer, and a Put racing a load at the target; ``--fixed``: flushed
+# and ordered by barriers.
+_RECORDED = """\
+import sys
+import numpy as np
+from mpi4py import MPI
+import hixl_rma
+
+comm = MPI.COMM_WORLD
+fixed = "--fixed" in sys.argv
+mem = np.zeros(1024, np.uint8)
+win = hixl_rma.Win.Create(mem, 1, comm=comm)
+src = np.arange(16, dtype=np.uint8)
+dst = np.zeros(8, np.uint8)
+big = np.arange(512, dtype=np.uint8)
+comm.Barrier()
+if comm.rank == 0:
+    win.Lock(1)
+    for i in range(5):
+        win.Put(src[:8], 1, 8 * (i % 2))
+        if i == 4:
+            win.Put(big, 1, 512)
+        if fixed:
+            win.Flush(1)
+        src[0] = i
+        big[3] = i
+        win.Get(dst, 1, 32)
+        if fixed:
+            win.Flush(1)
+        win.Get(dst, 1, 40)
+        win.Flush(1)
+    win.Unlock(1)
+if fixed:
+    comm.Barrier()
+if comm.rank == 1:
+    x = mem[3]
+if not fixed:
+    comm.Barrier()
+win.Free()
+"""
+
+
+def _report(tmp_path, pure, fixed):
+    prog = tmp_path / "recorded.py"
+    prog.write_text(_RECORDED)
+    out = tmp_path / f"report-{pure}-{fixed}.json"
+    args = ["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)] + (["--fixed"] if fixed else [])
+    p = _run(args, env={"HIXL_RMA_RACE_PURE": pure})
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = json.loads(out.read_text())
+    for r in rep["reports"]:
+        r.pop("address", None)  # an origin buffer's: this process's
+    return rep
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["racy", "race-free"])
+def test_c_and_python_records_report_the_same(tmp_path, fixed):
+    pytest.importorskip("hixl_rma.races._record")
+    c, py = _report(tmp_path, "0", fixed), _report(tmp_path, "1", fixed)
+    assert c == py
+    if fixed:
+        assert c["races"] == 0 and c["warnings"] == 0, c
+    else:
+        scopes = {(r["scope"], r["a"]["call"], r["b"]["call"]) for r in c["reports"]}
+        assert ("origin buffer", "Put", "store") in scopes, c    # src[0] = i, big[3] = i before the Flush
+        assert ("origin buffer", "Get", "Get") in scopes, c      # two Gets into dst
+        assert ("target", "Put", "load") in scopes, c            # the Put and rank 1's load
+        # src's and big's stores, each seen by the line watch and by the checksum at the Flush
+        assert sum(s[0] == "origin buffer" and s[2] == "store" for s in
+                   ((r["scope"], r["a"]["call"], r["b"]["call"]) for r in c["reports"])) == 4, c
+
+
+def test_c_record_is_the_one_used_when_built(tmp_path):
+    rec = pytest.importorskip("hixl_rma.races._record")
+    prog = tmp_path / "which.py"
+    prog.write_text(
+        "import os\nfrom mpi4py import MPI\nimport numpy as np\nimport hixl_rma\n"
+        "from hixl_rma.races import _ext, log, clock, detector\n"
+        "win = hixl_rma.Win.Create(np.zeros(8, np.uint8), 1, comm=MPI.COMM_WORLD)\n"
+        "c = _ext.record is not None\n"
+        "assert c == (os.environ['HIXL_RMA_RACE_PURE'] == '0')\n"
+        "assert issubclass(log.Access, _ext.record.AccessFields) if c else log.Access.__bases__ == (object,)\n"
+        "assert isinstance(clock.Clock(0, 1), _ext.record.ClockFields) if c else True\n"
+        "assert (type(win).Put.__module__ == 'hixl_rma.races._record') == c, type(win).Put\n"
+        "print('C' if c else 'Python')\nwin.Free()\n")
+    for pure, which in (("0", "C"), ("1", "Python")):
+        p = _run(["-m", "hixl_rma", "--check-races", str(prog)], n=1, env={"HIXL_RMA_RACE_PURE": pure})
+        assert p.returncode == 0 and which in p.stdout, p.stdout + p.stderr
+    assert rec.__file__.endswith(".so")
+
+
+def test_c_checksum_is_detector_checksum():
+    rec = pytest.importorskip("hixl_rma.races._record")
+    import numpy as np
+    from hixl_rma.races.detector import checksum
+    rng = np.random.default_rng(1)
+    for obj in (np.zeros(0, np.uint8), np.arange(8, dtype=np.uint8), rng.random(32), rng.random(33),
+                rng.random((10, 10))[:, ::2], np.zeros(300, "M8[s]"), np.zeros(100, ">i4"), rng.random(100) + 1j,
+                np.zeros(100, [("a", "i4"), ("b", "f8")]), np.asfortranarray(rng.random((20, 20))),
+                rng.random(1001)[1:], bytearray(300), np.zeros(100, np.float16)):
+        assert rec._checksum_of(obj) == checksum(obj), obj

@@ -7,7 +7,8 @@ for every line of the frames it keeps: the detector's main cost in a loop
 of small RMA calls. This one is C: a call event costs nothing, a line
 event a read of its code object's classification (kept on the code object,
 asked of lines.py once) and, in watched code, one lookup of its line number;
-only a line that names something to watch calls back into Python.
+only a line whose names are bound to a buffer (an ndarray, a memoryview ...:
+what lines.py looks at) calls back into Python.
 """
 
 from cpython.object cimport PyObject
@@ -33,6 +34,53 @@ cdef extern from *:
     static Py_ssize_t hixl_lt_index = -1;
 
     static void hixl_lt_free(void *extra) { Py_XDECREF((PyObject *)extra); }
+
+    static PyObject *hixl_lt_arrays = NULL;    /* the types whose objects on_line looks at */
+
+    /* What name of one entry ((name, how, index, store)) is bound to in the
+       frame, as lines._resolve finds it: a borrowed reference; NULL with no
+       error when unbound; NULL with an error set when it cannot tell. */
+    static PyObject *hixl_lt_resolve(PyFrameObject *frame, PyObject *entry, PyObject **locals,
+                                     PyObject **globals) {
+        PyObject *name = PyTuple_GET_ITEM(entry, 0), *how = PyTuple_GET_ITEM(entry, 1);
+        if (*globals == NULL && (*globals = PyFrame_GetGlobals(frame)) == NULL) return NULL;
+        if (PyUnicode_CompareWithASCIIString(how, "LOAD_GLOBAL") == 0)
+            return PyDict_GetItemWithError(*globals, name);
+        if (*locals == NULL && (*locals = PyFrame_GetLocals(frame)) == NULL) return NULL;
+        if (!PyDict_Check(*locals)) {
+            PyErr_SetString(PyExc_TypeError, "locals not a dict");  /* on_line decides */
+            return NULL;
+        }
+        PyObject *obj = PyDict_GetItemWithError(*locals, name);
+        if (obj == NULL && !PyErr_Occurred() && PyUnicode_CompareWithASCIIString(how, "LOAD_NAME") == 0)
+            obj = PyDict_GetItemWithError(*globals, name);
+        return obj;
+    }
+
+    /* 0 when no name of the line's entries is bound to a buffer type (on_line
+       would look at nothing); 1 when one is, or when it cannot tell. */
+    static int hixl_lt_names_buffer(PyFrameObject *frame, PyObject *entries) {
+        PyObject *locals = NULL, *globals = NULL;
+        int found = 0;
+        if (!PyTuple_Check(entries)) return 1;
+        for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(entries) && !found; i++) {
+            PyObject *entry = PyTuple_GET_ITEM(entries, i);
+            if (!PyTuple_Check(entry) || PyTuple_GET_SIZE(entry) < 2) { found = 1; break; }
+            PyObject *obj = hixl_lt_resolve(frame, entry, &locals, &globals);
+            if (obj == NULL) {
+                if (PyErr_Occurred()) { PyErr_Clear(); found = 1; }
+                continue;
+            }
+            int t = PyObject_IsInstance(obj, hixl_lt_arrays);
+            if (t != 0) {
+                if (t < 0) PyErr_Clear();
+                found = 1;
+            }
+        }
+        Py_XDECREF(locals);
+        Py_XDECREF(globals);
+        return found;
+    }
 
     static int hixl_lt_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
         (void)obj;
@@ -60,6 +108,7 @@ cdef extern from *:
         PyObject *entries = PyDict_GetItemWithError((PyObject *)extra, line);
         Py_DECREF(line);
         if (entries == NULL) return PyErr_Occurred() ? -1 : 0;
+        if (hixl_lt_arrays != NULL && !hixl_lt_names_buffer(frame, entries)) return 0;
         PyObject *r = PyObject_CallOneArg(hixl_lt_on_line, (PyObject *)frame);
         if (r == NULL) return -1;
         Py_DECREF(r);
@@ -75,6 +124,7 @@ cdef extern from *:
     """
     PyObject *hixl_lt_classify
     PyObject *hixl_lt_on_line
+    PyObject *hixl_lt_arrays
     int hixl_lt_configure()
     void hixl_lt_install()
     void hixl_lt_remove()
@@ -82,16 +132,20 @@ cdef extern from *:
 cdef object _keep = None  # owns what the C globals point at
 
 
-def configure(classify, on_line):
+def configure(classify, on_line, arrays=None):
     """``classify(code)``: the code object's {lineno: entries} table, or None
     where nothing is to be watched (asked once per code object);
-    ``on_line(frame)``: a line with entries is about to run."""
-    global _keep, hixl_lt_classify, hixl_lt_on_line
+    ``on_line(frame)``: a line with entries is about to run; ``arrays``: a
+    tuple of types: on_line is called only when a name of the line's
+    entries ((name, how, ...), resolved as lines._resolve does) is bound to
+    an instance of one (else it would look at nothing)."""
+    global _keep, hixl_lt_classify, hixl_lt_on_line, hixl_lt_arrays
     if hixl_lt_configure() < 0:
         raise RuntimeError("no code-object extra slot left for the line watch")
-    _keep = (classify, on_line)
+    _keep = (classify, on_line, arrays)
     hixl_lt_classify = <PyObject *>classify
     hixl_lt_on_line = <PyObject *>on_line
+    hixl_lt_arrays = <PyObject *>arrays if arrays is not None else NULL
 
 
 def install():

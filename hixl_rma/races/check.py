@@ -123,7 +123,8 @@ def races(records, labels):
                                                          reps[(r["rank"], r["file"], r["line"], r["call"])] > 1)]
         for n, i in enumerate(order):
             a = recs[i]
-            for j in order[n + 1:]:
+            for m in range(n + 1, len(order)):  # not order[n + 1:]: a copy per record, n^2 at the end
+                j = order[m]
                 if ext[j][0] >= ext[i][1]:
                     break  # sorted by first byte: no later record starts before a ends
                 b = recs[j]

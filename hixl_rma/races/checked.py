@@ -18,6 +18,7 @@ from .. import _engine
 from .. import constants as C
 from .._datatypes import as_buffer, target_blocks
 from ..request import Request
+from ._ext import record as _crecord
 from .clockwin import ClockWindow
 from .detector import LocalUse, WinInfo, site, site_of
 from .log import Access
@@ -189,6 +190,14 @@ def make_class(Win, det):
                 det.local.append(LocalUse(key, tw, a, b, receives, None if receives else origin, crc, rec, call,
                                           where_))
 
+    def slow(win, call, origin, target_rank, target):
+        """Record a Put or Get of anything else: the general record."""
+        _tls.on = True
+        try:
+            rma(win, call, origin, target_rank, target)
+        finally:
+            _tls.on = False
+
     def flushed(win, rank):
         """Flush(rank): what this rank did to rank is complete, remotely and locally."""
         info = windows[win._w.key]
@@ -283,11 +292,7 @@ def make_class(Win, det):
             if type(origin) is _ndarray and (target is None or type(target) is int) and origin.flags.c_contiguous:
                 fast(self, call, origin, target_rank, target, receives)
             else:
-                _tls.on = True
-                try:
-                    rma(self, call, origin, target_rank, target)
-                finally:
-                    _tls.on = False
+                slow(self, call, origin, target_rank, target)
 
         def Put(self, origin, target_rank, target=None):
             """Write origin into the target window (recorded by the race detector)."""
@@ -578,6 +583,9 @@ def make_class(Win, det):
         sync(win, None, "Fence")
 
     CheckedWin.complete_all = staticmethod(complete_all)
+    if _crecord is not None:  # Put, Get and Flush record in C: no Python frame of the detector's
+        rec = _crecord.Recorder(det, _tls, slow, atomics_done, C.PROC_NULL)
+        CheckedWin.Put, CheckedWin.Get, CheckedWin.Flush = _crecord.make_calls(Win, rec)
     # what errors and reprs call it (type(win).__name__): it is a Win
     CheckedWin.__name__ = CheckedWin.__qualname__ = Win.__name__
     return CheckedWin

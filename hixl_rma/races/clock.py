@@ -11,9 +11,13 @@ when ``b``'s snapshot knows p's tick at which ``a`` completed.
 """
 import numpy as np
 
+from ._ext import storage
 
-class Clock:
-    __slots__ = ("me", "n", "c", "_snap")
+_ClockBase, _CLOCK_SLOTS = storage("ClockFields", ("me", "n", "c", "_snap"))
+
+
+class Clock(_ClockBase):
+    __slots__ = _CLOCK_SLOTS
 
     def __init__(self, me, n):
         self.me, self.n = me, n

@@ -17,6 +17,8 @@ import zlib
 
 import numpy as np
 
+from . import _ext
+from ._ext import storage
 from .clock import Clock
 from .log import Access, Log
 
@@ -77,16 +79,31 @@ def checksum(obj):
     return (int(np.frombuffer(mv, np.uint64, words).sum()), zlib.crc32(mv[words * 8:]), n)
 
 
-class LocalUse:
+_UseBase, _USE_SLOTS = storage("UseFields", ("win", "target", "lo", "hi", "writes", "obj", "crc", "rec", "req", "call",
+                                             "site"))
+
+
+class LocalUse(_UseBase):
     """An origin or result buffer in use by an RMA call until local completion."""
 
-    __slots__ = ("win", "target", "lo", "hi", "writes", "obj", "crc", "rec", "req", "call", "site")
+    __slots__ = _USE_SLOTS
 
     def __init__(self, win, target, lo, hi, writes, obj, crc, rec, call, site_):
         self.win, self.target, self.lo, self.hi = win, target, lo, hi
         self.writes, self.obj, self.crc, self.rec = writes, obj, crc, rec
         self.call, self.site = call, site_
         self.req = None
+
+
+class _PyUses(list):
+    """Detector.local where the C record is missing: a list."""
+
+    def replace(self, items):
+        """Keep only ``items`` (in their order)."""
+        self[:] = items
+
+
+_Uses = _ext.record.Uses if _ext.record is not None else _PyUses
 
 
 class WinInfo:
@@ -116,7 +133,7 @@ class Detector:
         self.keep_going, self.json_path = keep_going, json_path
         self.out = out or sys.stderr
         self.pend = {}  # (win key, target) -> [Access] not remotely complete
-        self.local = []  # [LocalUse]
+        self.local = _Uses()  # [LocalUse], in order
         self.races = []  # races this rank saw itself (dicts, see _race)
         self._pairs = set()
         self.windows = {}  # key -> WinInfo of a live window
@@ -262,10 +279,14 @@ class Detector:
                 keep.append(u)
                 continue
             if u.crc is not None and checksum(u.obj) != u.crc:
-                self._local_race(u, "store", where_, True,
-                                 f"the origin buffer of {u.call} changed before {call} completed it locally "
-                                 f"(seen by its checksum; the store is somewhere between the two lines)")
-        self.local = keep
+                self._changed(u, call, where_)
+        self.local.replace(keep)
+
+    def _changed(self, u, call, where_):
+        """u's origin buffer is not what it was when u's call was issued (its checksum)."""
+        self._local_race(u, "store", where_, True,
+                         f"the origin buffer of {u.call} changed before {call} completed it locally "
+                         f"(seen by its checksum; the store is somewhere between the two lines)")
 
     def _local_race(self, u, call, where_, writes, why):
         a = {"call": u.call, "rank": self.rank, "where": where(u.site)}

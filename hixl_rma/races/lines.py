@@ -243,7 +243,7 @@ def start(det):
     _det = det
     if _linetrace is not None:
         # Every frame's lines reach the C function, the running ones' too.
-        _linetrace.configure(_classify, _on_line)
+        _linetrace.configure(_classify, _on_line, _ARRAYS)
         threading.settrace(_thread_start)
         _linetrace.install()
         return

@@ -11,6 +11,8 @@ middle of a long run is missed; README says so.
 """
 import collections
 
+from ._ext import storage
+
 # call -> (kind, for accumulates whether the op is what decides)
 READS = frozenset(("Get", "Rget", "Get_batch", "load"))
 WRITES = frozenset(("Put", "Rput", "Put_notify", "Put_batch", "store"))
@@ -18,14 +20,19 @@ ACCS = frozenset(("Accumulate", "Raccumulate", "Get_accumulate", "Rget_accumulat
                   "Compare_and_swap"))
 
 
-class Access:
+_AccessBase, _ACCESS_SLOTS = storage("AccessFields", (
+    "win", "target", "blocks", "call", "op", "dtype", "rank", "snap", "done", "site", "done_call", "thread", "count",
+    "done_actor"))
+_SiteBase, _SITE_SLOTS = storage("SiteFields", ("first", "last", "seen"))
+
+
+class Access(_AccessBase):
     """One access to ``blocks`` (byte ranges [lo, hi) of ``target``'s
     window memory) by ``rank`` (from the thread whose clock slot is
     ``thread``), issued with clock ``snap``, completed at tick ``done`` of
     clock slot ``done_actor`` (None while pending)."""
 
-    __slots__ = ("win", "target", "blocks", "call", "op", "dtype", "rank", "snap", "done", "site",
-                 "done_call", "thread", "count", "done_actor")
+    __slots__ = _ACCESS_SLOTS
 
     def __init__(self, win, target, blocks, call, op, dtype, rank, snap, site, thread):
         self.win, self.target, self.blocks = win, target, blocks
@@ -57,8 +64,8 @@ class Access:
                 "thread": self.thread, "count": self.count, "done_actor": self.done_actor}
 
 
-class _Site:
-    __slots__ = ("first", "last", "seen")
+class _Site(_SiteBase):
+    __slots__ = _SITE_SLOTS
 
     def __init__(self, keep):
         self.first = []

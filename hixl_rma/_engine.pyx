@@ -159,6 +159,7 @@ CAPABILITY_BITS = {
 }
 cdef uint64_t _BUILD_CAPS = BuildCapabilities()
 cdef bint _HAS_PEER_HANDLES = (_BUILD_CAPS & CAP_PEER_HANDLES) != 0
+cdef bint _HAS_POST = (_BUILD_CAPS & CAP_POST) != 0
 
 
 cdef frozenset _cap_names(uint64_t flags):

@@ -488,8 +488,12 @@ cdef class WindowState:
             nd = _notify_desc(self.notify_name, msg)
             self._enter()
             with nogil:
-                st = PostNotify(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
-                                nd, tmo, queued, <Priority>self.priority)
+                if _HAS_POST:
+                    st = PostNotify(self.engine._h[0], AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                                    nd, tmo, queued, <Priority>self.priority)
+                else:  # vendor HIXL: its own SendNotify (transfers there complete within their call)
+                    st = self.engine._h[0].SendNotify(AscendString(self.addr[r].c_str(), self.addr[r].size()),
+                                                      nd, tmo)
             self.engine._calls -= 1
         finally:
             self.notify_mu.unlock()

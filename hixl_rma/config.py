@@ -55,6 +55,8 @@ SETTINGS = {
                                                               "run (its first N and last N intervals)"),
     "HIXL_RMA_RACE_JSON": ("", "the race detector's end", "write the race report (JSON) to this file and "
                                                           "exit 0 even when races were found (keep going)"),
+    "HIXL_RMA_RACE_PURE": ("0", "the race detector's start", "1: record in Python even where the C record "
+                                                             "(races/_record) is built (same reports, slower)"),
 }
 
 
@@ -138,6 +140,11 @@ def check_races():
 def race_keep():
     """``HIXL_RMA_RACE_KEEP`` as a positive int (ParamError otherwise)."""
     return _positive_int("HIXL_RMA_RACE_KEEP")
+
+
+def race_pure():
+    """``HIXL_RMA_RACE_PURE`` set to anything but 0."""
+    return _get("HIXL_RMA_RACE_PURE") not in ("", "0")
 
 
 def race_json():

@@ -116,6 +116,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         DEAD
         NOT_CONNECTED
     cdef cppclass PeerRef
+    uint64_t AtomicApply(AtomicOp op, uint64_t *word, uint64_t value, uint64_t compare)  # what each op does
     cdef struct Capabilities:
         uint64_t flags
     ctypedef uint64_t Capability

@@ -717,7 +717,6 @@ cdef class WindowState:
         cdef Py_ssize_t r
         cdef uint64_t off, value, cmp = 0, old = 0
         cdef char *direct
-        cdef uint64_t *word
         cdef Status st
         cdef AtomicOp aop
         cdef int32_t tmo
@@ -739,20 +738,7 @@ cdef class WindowState:
             return True
         direct = self._direct(r)
         if direct != NULL:
-            word = <uint64_t *>(direct + off)
-            if code == C_ADD or code == C_NOOP:
-                old = __atomic_fetch_add(word, value if code == C_ADD else 0, __ATOMIC_SEQ_CST)
-            elif code == C_AND:
-                old = __atomic_fetch_and(word, value, __ATOMIC_SEQ_CST)
-            elif code == C_OR:
-                old = __atomic_fetch_or(word, value, __ATOMIC_SEQ_CST)
-            elif code == C_XOR:
-                old = __atomic_fetch_xor(word, value, __ATOMIC_SEQ_CST)
-            elif code == C_SWAP:
-                old = __atomic_exchange_n(word, value, __ATOMIC_SEQ_CST)
-            else:
-                old = cmp
-                __atomic_compare_exchange_n(word, &old, value, False, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
+            old = AtomicApply(_FAST_OPS[code], <uint64_t *>(direct + off), 0 if code == C_NOOP else value, cmp)
         else:
             aop = _FAST_OPS[code]
             tmo = _timeout(None)

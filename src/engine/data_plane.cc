@@ -359,19 +359,8 @@ Status DataPlane::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t 
   ++peer->ops;
   if (r->mapped != nullptr) {
     // Same-node, UCX-allocated memory: a CPU atomic on the shared mapping.
-    auto *p = reinterpret_cast<uint64_t *>(r->mapped + (addr - r->addr));
-    uint64_t old = 0;
-    switch (op) {
-      case ext::AtomicOp::ADD: old = __atomic_fetch_add(p, value, __ATOMIC_SEQ_CST); break;
-      case ext::AtomicOp::AND: old = __atomic_fetch_and(p, value, __ATOMIC_SEQ_CST); break;
-      case ext::AtomicOp::OR: old = __atomic_fetch_or(p, value, __ATOMIC_SEQ_CST); break;
-      case ext::AtomicOp::XOR: old = __atomic_fetch_xor(p, value, __ATOMIC_SEQ_CST); break;
-      case ext::AtomicOp::SWAP: old = __atomic_exchange_n(p, value, __ATOMIC_SEQ_CST); break;
-      case ext::AtomicOp::CSWAP:
-        old = compare;
-        __atomic_compare_exchange_n(p, &old, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-        break;
-    }
+    const uint64_t old =
+        ext::AtomicApply(op, reinterpret_cast<uint64_t *>(r->mapped + (addr - r->addr)), value, compare);
     if (result != nullptr) *result = old;
     return SUCCESS;
   }

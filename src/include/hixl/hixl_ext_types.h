@@ -71,6 +71,26 @@ enum class Priority : uint8_t { HIGH = 0, NORMAL = 1, BULK = 2 };
 /** @brief 64-bit atomic operations on remote memory. */
 enum class AtomicOp { ADD, AND, OR, XOR, SWAP, CSWAP };
 
+/**
+ * @brief `op` on a 64-bit word of this process (a peer's word mapped here):
+ *        the one definition of what each AtomicOp does, used by the engine
+ *        on mapped regions and by a binding on its cached mappings. Returns
+ *        the old value; CSWAP stores `value` where the word equals `compare`.
+ */
+inline uint64_t AtomicApply(AtomicOp op, uint64_t *word, uint64_t value, uint64_t compare) {
+  switch (op) {
+    case AtomicOp::ADD: return __atomic_fetch_add(word, value, __ATOMIC_SEQ_CST);
+    case AtomicOp::AND: return __atomic_fetch_and(word, value, __ATOMIC_SEQ_CST);
+    case AtomicOp::OR: return __atomic_fetch_or(word, value, __ATOMIC_SEQ_CST);
+    case AtomicOp::XOR: return __atomic_fetch_xor(word, value, __ATOMIC_SEQ_CST);
+    case AtomicOp::SWAP: return __atomic_exchange_n(word, value, __ATOMIC_SEQ_CST);
+    case AtomicOp::CSWAP: break;
+  }
+  uint64_t old = compare;
+  __atomic_compare_exchange_n(word, &old, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return old;
+}
+
 /** @brief What an engine knows of a peer (GetPeerState). */
 enum class PeerState {
   CONNECTED,      ///< connected, and no sign of death

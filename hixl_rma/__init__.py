@@ -7,6 +7,7 @@ MPI, and ``python -m hixl_rma prog.py`` must leave that to the program (it
 may set ``mpi4py.rc.initialize = False`` and call ``MPI.Init_thread``).
 """
 import importlib
+import sys
 
 from ._ucx import load as _load_ucx
 
@@ -51,16 +52,31 @@ def _check_races_if_asked():
 _check_races_if_asked()
 
 
+_importing = 0  # this package's own lazy imports under way (the drop-in waits for the outermost: dropin._replace)
+
+
+def _import(module):
+    global _importing
+    _importing += 1
+    try:
+        return importlib.import_module(f"{__name__}.{module}")
+    finally:
+        _importing -= 1
+        dropin = sys.modules.get(f"{__name__}.dropin")
+        if not _importing and dropin is not None:
+            dropin.replace_deferred()
+
+
 def __getattr__(name):
     """A name of the package from its module, or a submodule, on first use."""
     module = _WHERE.get(name)
     if module is not None:
-        value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        value = getattr(_import(module), name)
         globals()[name] = value  # once: later reads are plain attribute reads
         return value
     if not name.startswith("__"):
         try:
-            return importlib.import_module(f"{__name__}.{name}")
+            return _import(name)
         except ModuleNotFoundError as exc:
             if exc.name != f"{__name__}.{name}":
                 raise

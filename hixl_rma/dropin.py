@@ -93,7 +93,18 @@ def install():
         sys.meta_path.insert(0, _hook)
 
 
+_deferred = None  # mpi4py.MPI, when its import came from inside one of hixl_rma's own (see _replace)
+
+
 def _replace(MPI):
+    global _deferred
+    if getattr(sys.modules.get(__package__), "_importing", 0):
+        # hixl_rma's own lazy import brought mpi4py.MPI in (errors.py imports it): win, which imports
+        # modules being initialized now, is imported once that import is done (replace_deferred, from
+        # hixl_rma.__getattr__), before the program's next line runs.
+        _deferred = MPI
+        return
+    _deferred = None
     from . import win
     replacements = {"Win": win.Win, "WIN_NULL": win.WIN_NULL}
     for name in replacements:
@@ -140,8 +151,16 @@ class _Then(importlib.abc.Loader):
 _hook = OnMPIImport(_replace)
 
 
+def replace_deferred():
+    """The replacement a hook deferred (``_replace``), now that hixl_rma's own import is done."""
+    if _deferred is not None:
+        _replace(_deferred)
+
+
 def uninstall():
     """Give ``mpi4py.MPI`` its own objects back."""
+    global _deferred
+    _deferred = None
     if _hook in sys.meta_path:
         sys.meta_path.remove(_hook)
     for name, value in _saved.items():

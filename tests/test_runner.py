@@ -71,6 +71,35 @@ def test_runner_runs_a_module(tmp_path):
     assert "rank 1 argv=['x'] name=__main__ value=10 counter=[0, 1]" in out, out
 
 
+# A program after HIXL's examples: hixl_rma's own lazy import (Init -> runtime -> errors) is what
+# brings mpi4py.MPI in, and the runner's hook then fires inside it.
+HIXL_FACE_PROGRAM = textwrap.dedent(r'''
+    import numpy as np
+    import hixl_rma as hixl
+    hixl.Init()
+    comm = hixl.GetWorldCommunicator()
+    rank, size = hixl.GetRank(comm), hixl.GetSize(comm)
+    buf = np.zeros(8, np.uint8)
+    handle = hixl.RegisterMemory(buf, hixl.MEMORY_HOST, hixl.ACCESS_READ_WRITE, comm)
+    hixl.Put(np.full(8, 40 + rank, np.uint8), (rank + 1) % size, 0, handle, comm)
+    hixl.Fence(comm)
+    from mpi4py import MPI
+    assert MPI.Win.__module__ == "hixl_rma.win", MPI.Win  # replaced once hixl_rma's import was done
+    win = MPI.Win.Create(np.zeros(1, np.int64), comm=MPI.COMM_WORLD)
+    win.Free()
+    hixl.DeregisterMemory(handle)
+    print(f"rank {rank} got {buf[0]}", flush=True)
+''')
+
+
+def test_runner_runs_a_program_whose_hixl_import_brings_mpi_in(tmp_path):
+    prog = tmp_path / "hixl_prog.py"
+    prog.write_text(HIXL_FACE_PROGRAM)
+    rc, out = _run([MPIEXEC, "-n", "2", sys.executable, "-m", "hixl_rma", str(prog)])
+    assert rc == 0, out
+    assert "rank 0 got 41" in out and "rank 1 got 40" in out, out
+
+
 def test_plain_mpi4py_is_untouched_without_the_runner(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text("from mpi4py import MPI\nimport hixl_rma\nprint(MPI.Win.__module__)\n")

@@ -19,8 +19,6 @@
 #ifndef HIXL_ENGINE_DATA_PLANE_H
 #define HIXL_ENGINE_DATA_PLANE_H
 
-#include <sys/uio.h>
-
 #include <atomic>
 #include <mutex>
 #include <set>

@@ -14,6 +14,7 @@ import os
 import runpy
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy
 from Cython.Build import cythonize
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
@@ -145,8 +146,12 @@ linetrace = Extension(LINETRACE, sources=["hixl_rma/races/_linetrace.pyx"], lang
 # The detector's per-call record (Put, Get, Flush) and its hot classes'
 # storage in C, built the same way; the detector records in Python where it
 # is missing.
+# It reads ndarrays through numpy's C API (a buffer export builds a format
+# string on every call); numpy is a build requirement.
 RECORD = "hixl_rma.races._record"
 record = Extension(RECORD, sources=["hixl_rma/races/_record.pyx"], language="c++",
+                   include_dirs=[numpy.get_include()],
+                   define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
                    extra_compile_args=["-O2", "-g0", "-Wall"])
 # The binding's declarations of the engine's extension calls, made from their
 # one declaration (src/include/hixl/hixl_ext_calls.h) before Cython reads them.

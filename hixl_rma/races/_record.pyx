@@ -1,8 +1,10 @@
 # cython: language_level=3
-"""The detector's per-call record in C: what a checked window's Put, Get
-and Flush do on every call (the calling line, the clock snapshot, the
-call site's record, the pending completions, the origin buffer in use and
-its checksum), without a Python frame of the detector's own.
+"""The detector's per-call record in C: what a checked window's Put, Get,
+Flush, Fence and atomics (of ndarrays at an int displacement) do on every
+call (the calling line, the clock snapshot, the call site's record, the
+pending completions, the buffers in use and their checksums, the clocks
+an atomic or a Fence carries), without a Python frame of the detector's
+own.
 
 It also gives the hot classes C storage: ``Access`` (log.py), ``LocalUse``
 (detector.py), ``_Site`` (log.py) and ``Clock`` (clock.py) subclass the
@@ -24,6 +26,9 @@ from libcpp.map cimport multimap
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
 from cython.operator cimport dereference as deref, preincrement as inc
+cimport numpy as cnp
+
+cnp.import_array()
 
 cdef extern from *:
     """
@@ -128,6 +133,56 @@ cdef int _get(obj, Py_buffer *view, int flags):
     except Exception:
         return -1
     return 0
+
+
+cdef class Busy:
+    """checked.py's per-thread flag: on inside a checked call (the calls it
+    makes are the base class's). The main thread's is a C field."""
+
+    cdef bint main_on
+    cdef unsigned long main_ident
+    cdef object others  # a threading.local: the other threads' flags
+
+    def __init__(self):
+        import threading
+        self.main_ident = threading.main_thread().ident
+        self.others = threading.local()
+
+    cdef inline bint get(self):
+        if PyThread_get_thread_ident() == self.main_ident:
+            return self.main_on
+        return getattr(self.others, "on", False)
+
+    cdef inline void set(self, bint on) except *:
+        if PyThread_get_thread_ident() == self.main_ident:
+            self.main_on = on
+        else:
+            self.others.on = on
+
+    @property
+    def on(self):
+        return self.get()
+
+    @on.setter
+    def on(self, value):
+        self.set(value)
+
+
+cdef struct _Arr:
+    size_t addr
+    Py_ssize_t nbytes
+
+
+cdef inline bint _c_array(obj, _Arr *out):
+    """True (and out filled) when obj is exactly an ndarray and C-contiguous
+    (numpy's C API: a buffer export builds a format string on every call)."""
+    if type(obj) is not _ndarray:
+        return False
+    if not cnp.PyArray_IS_C_CONTIGUOUS(<cnp.ndarray>obj):
+        return False
+    out.addr = <size_t>cnp.PyArray_DATA(<cnp.ndarray>obj)
+    out.nbytes = cnp.PyArray_NBYTES(<cnp.ndarray>obj)
+    return True
 
 
 cdef class AccessFields:
@@ -303,222 +358,488 @@ def _checksum_of(obj):
     return _checksum(obj, checksum)
 
 
-cdef class Recorder:
-    """The record of one detector's Put, Get and Flush."""
+cdef class _WinRec:
+    """What the record keeps of one checked window: its core, its WinInfo, its
+    targets' (world rank, disp_unit), and its clock window's calls and rows."""
+    cdef object core, info, key, targets, atomics, cw, put, get, flush, rows, mem
+    cdef const long long *rows_p  # cw._rows: nc rows read from a peer
+    cdef const long long *mem_p  # cw.mem: this rank's clock window memory
+    cdef Py_ssize_t nc, nw, me, fence_at, atomic_at
 
-    cdef object det, windows, tl, lock, unlock, tls, own, slow, atomics_done, checksum
-    cdef dict sites, pend, quick
+    def __init__(self, core, info):
+        self.core, self.info, self.key, self.targets, self.atomics = core, info, info.key, {}, info.atomics
+        cw = self.cw = info.clocks
+        self.put, self.get, self.flush = cw.win.Put, cw.win.Get, cw.win.Flush
+        self.rows, self.mem = cw._rows, cw.mem
+        self.rows_p = <const long long *>cnp.PyArray_DATA(<cnp.ndarray>self.rows)
+        self.mem_p = <const long long *>cnp.PyArray_DATA(<cnp.ndarray>self.mem)
+        self.nc, self.nw, self.me = cw.nc, cw.nw, cw.me
+        self.fence_at, self.atomic_at = cw.FENCE, cw.ATOMIC
+
+    cdef tuple target(self, target_rank):
+        """(world rank, disp_unit) of target_rank."""
+        t = self.targets.get(target_rank)
+        if t is None:
+            t = self.targets[target_rank] = (self.info.world[target_rank],
+                                             self.core.targets[target_rank].disp_unit)
+        return <tuple>t
+
+
+cdef inline object _tick(ClockFields clock):
+    """clock's own counter, advanced (Clock.tick)."""
+    me = clock.me
+    now = clock.c[me] + 1
+    clock.c[me] = now
+    clock._snap = None
+    return now
+
+
+cdef int _merge_rows(ClockFields clock, const long long *rows, Py_ssize_t nrows, Py_ssize_t nw) except -1:
+    """Clock.merge of the rows' element-wise maximum."""
+    cdef Py_ssize_t i, k
+    cdef long long m
+    cdef list c = clock.c
+    for i in range(nw):
+        m = rows[i]
+        for k in range(1, nrows):
+            if rows[k * nw + i] > m:
+                m = rows[k * nw + i]
+        if m > <long long>c[i]:
+            c[i] = m
+    clock._snap = None
+    return 0
+
+
+cdef class Recorder:
+    """The record of one detector's Put, Get, Flush, atomics and Fence."""
+
+    cdef object det, windows, tl, lock, unlock, own, slow, atomics_done, checksum, opname
+    cdef Busy tls
+    cdef Uses local  # det.local
+    cdef dict sites, pend, quick, recs
+    cdef list ops, dtypes
     cdef object keep, rank
     cdef type Access, LocalUse, Site
     cdef object proc_null
     cdef unsigned long main_ident  # the main thread's clock, without a thread-local lookup
     cdef object main_clock
-    cdef tuple w_last  # the last call's window: (its core, its WinInfo, {target rank: (world rank, disp_unit)})
+    cdef bint solo  # no thread but the main one records: the detector's mutex is not needed
+    cdef _WinRec w_last  # the last call's window
+    cdef object out  # the main thread's clock as int64, what a synchronization sends
+    cdef long long *out_p
 
-    def __init__(self, det, tls, slow, atomics_done, proc_null):
+    def __init__(self, det, Busy tls, slow, atomics_done, proc_null, opname):
         """``tls``: checked.py's per-thread flag (inside a checked call);
         ``slow(win, call, origin, target_rank, target)``: the general record;
-        ``atomics_done(info, targets)``: what a Flush of an atomic's target does."""
+        ``atomics_done(info, targets)``: what a Flush of an atomic's target
+        does (where this one does not do it itself); ``opname(op)``: an op's
+        name in a record."""
         global _ndarray
         import numpy as np
+        import threading
         from .detector import LocalUse, _own, checksum
         from .log import Access, _Site
         if hixl_rec_configure() < 0:
             raise RuntimeError("no code-object extra slot left for the race detector")
         _ndarray = np.ndarray
-        import threading
         self.det, self.windows, self.tl = det, det.windows, det._tl
+        self.local = det.local
         self.lock, self.unlock = det.mutex.acquire, det.mutex.release
         main = threading.main_thread().ident
         self.main_ident, self.main_clock = 0, None
         if det._slots.get(main) is det._main:  # a thread's clock is made once and kept
             self.main_ident, self.main_clock = main, det._main
-        self.sites, self.pend, self.quick = det.log.sites, det.pend, {}
+        # Under the GIL, a section of this record runs alone unless another
+        # thread records too: one that exists now, or one started later
+        # (threads.py's Thread.start tells, before it runs).
+        self.solo = self.main_ident != 0 and threading.active_count() == 1
+        self.sites, self.pend, self.quick, self.recs = det.log.sites, det.pend, {}, {}
+        self.ops, self.dtypes = [], []
         self.keep, self.rank = det.log.keep, det.rank
         self.tls, self.slow, self.atomics_done, self.checksum = tls, slow, atomics_done, checksum
+        self.opname = opname
         self.own = lambda code: _own(code.co_filename)
         self.Access, self.LocalUse, self.Site = Access, LocalUse, _Site
         self.proc_null = proc_null
+        self.out = np.zeros(det.width, np.int64)
+        self.out_p = <long long *>cnp.PyArray_DATA(<cnp.ndarray>self.out)
+
+    def threads_started(self):
+        """Another thread may record from now on: sections take the mutex."""
+        self.solo = False
+
+    cdef inline bint enter(self) except -1:
+        """Take the detector's mutex where another thread may record; whether taken."""
+        if self.solo:
+            return False
+        self.lock()
+        return True
+
+    cdef inline int leave(self, bint taken) except -1:
+        if taken:
+            self.unlock()
+        return 0
+
+    cdef bint on_main(self):
+        return self.main_ident != 0 and PyThread_get_thread_ident() == self.main_ident
 
     cdef ClockFields clock(self):
-        if self.main_ident and PyThread_get_thread_ident() == self.main_ident:
+        if self.on_main():
             return <ClockFields>self.main_clock
+        self.solo = False
         c = getattr(self.tl, "clock", None)
         if c is None:
             c = self.det._new_thread_clock()
         return <ClockFields>c
 
-    cdef tuple window(self, w):
-        """(w, its WinInfo, {target rank: (world rank, disp_unit)}) of window core w."""
-        c = self.w_last
-        if c is None or c[0] is not w:
-            c = self.w_last = (w, self.windows[w.key], {})
+    cdef _WinRec window(self, w):
+        """What the record keeps of window core w."""
+        cdef _WinRec c = self.w_last
+        if c is not None and c.core is w:
+            return c
+        c = self.recs.get(w.key)
+        if c is None or c.core is not w:
+            c = self.recs[w.key] = _WinRec(w, self.windows[w.key])
+        self.w_last = c
         return c
+
+    def forget(self, key):
+        """Window ``key`` is freed."""
+        self.recs.pop(key, None)
+        if self.w_last is not None and self.w_last.key == key:
+            self.w_last = None
+
+    cdef object release(self, ClockFields clock):
+        """Detector.release: the clock to send (an int64 array), then a tick.
+        The main thread's is the same array each time: what it is sent by
+        is flushed before it is filled again."""
+        cdef Py_ssize_t i
+        if clock is self.main_clock:
+            for i in range(len(clock.c)):
+                self.out_p[i] = clock.c[i]
+            arr = self.out
+        else:
+            arr = clock.array()
+        _tick(clock)
+        return arr
 
     def site(self):
         """(code, line) of the program's line making the current call."""
         return hixl_rec_site(self.own)
 
+    cdef tuple dtype_of(self, arr):
+        """(dtype.str, whether detector.checksum reads it word by word) of an
+        ndarray's dtype, remembered by identity."""
+        cdef tuple e
+        d = <object>cnp.PyArray_DESCR(<cnp.ndarray>arr)
+        for o in self.dtypes:
+            e = <tuple>o
+            if e[0] is d:
+                return e
+        # memoryview(arr).cast("B") takes a native single-character format
+        castable = d.byteorder in "=|" and len(d.char) == 1 and d.char in "bBhHiIlLqQnNfde?"
+        e = (d, d.str, castable)
+        if len(self.dtypes) < 64:
+            self.dtypes.append(e)
+        return e
+
+    cdef object crc(self, obj, _Arr *a):
+        """detector.checksum(obj) of a C-contiguous ndarray."""
+        if a.nbytes <= 256:
+            return hixl_rec_crc32(<const unsigned char *>a.addr, a.nbytes)
+        if self.dtype_of(obj)[2]:
+            return _sum_crc(<const unsigned char *>a.addr, a.nbytes)
+        return _words(obj, self.checksum)
+
+    cdef AccessFields access(self, key, tw, str call, op, dtype, lo, n, where_, ClockFields clock):
+        """Detector.access under the mutex: the record of this call at this
+        site in this interval (the last one again, or a new pending one)."""
+        cdef SiteFields st
+        cdef AccessFields rec
+        snap = clock._snap
+        if snap is None:
+            snap = clock._snap = tuple(clock.c)
+        th = clock.me
+        code, line = where_
+        qk = (id(code), line, key, tw, call, lo, n, th, op, dtype)
+        o = self.quick.get(qk)
+        if o is None:
+            blocks = ((lo, lo + n),) if n else ()
+            k = (key, tw, call, op, dtype, code, line, blocks, th)
+            o = self.sites.get(k)
+            if o is None:
+                o = self.sites[k] = self.Site(self.keep)
+            # a site keeps its code object (its records' sites hold it): its id stays its own
+            self.quick[qk] = o
+        st = <SiteFields>o
+        o = st.last[-1] if st.last else (st.first[-1] if st.first else None)
+        if o is not None and (<AccessFields>o).snap is snap and (<AccessFields>o).done is None:
+            rec = <AccessFields>o
+            rec.count += 1
+            return rec
+        rec = <AccessFields>_new(self.Access)
+        rec.win, rec.target, rec.call, rec.op, rec.dtype, rec.rank, rec.snap = key, tw, call, op, dtype, self.rank, snap
+        rec.blocks = (<AccessFields>o).blocks if o is not None else (((lo, lo + n),) if n else ())
+        rec.site, rec.thread, rec.done_actor, rec.count = where_, th, th, 1
+        st.seen += 1
+        if len(st.first) < self.keep:
+            st.first.append(rec)
+        else:
+            st.last.append(rec)
+        pk = (key, tw)
+        p = self.pend.get(pk)
+        if p is None:
+            self.pend[pk] = [rec]
+        else:
+            p.append(rec)
+        return rec
+
+    cdef use(self, key, tw, size_t a, size_t b, bint writes, obj, crc, AccessFields rec, str call, where_):
+        """Detector.use under the mutex: a buffer [a, b) in use until local
+        completion (obj and crc: an origin's, else None), after the races
+        with those in use it overlaps."""
+        cdef UseFields u, nu
+        cdef list near = self.local.overlapping(a, b)
+        for o in near:
+            u = <UseFields>o
+            if u.lo < b and a < u.hi and (writes or u.writes):
+                self.det._local_race(u, call, where_, writes, _WHY_BOTH)
+        for o in near:
+            u = <UseFields>o
+            if (u.rec is rec and u.obj is obj and u.lo == a and u.hi == b and u.req is None
+                    and u.crc == crc and u.site == where_ and u.writes == writes):
+                return  # the same use again (a loop of Puts of one buffer): one is enough
+        nu = <UseFields>_new(self.LocalUse)
+        nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, writes
+        nu.obj, nu.crc, nu.rec, nu.call, nu.site = obj, crc, rec, call, where_
+        self.local.append(nu)
+
     cpdef moved(self, win, str call, origin, target_rank, target, bint receives):
         """Record a Put or Get the base class has just made (checked.py's _moved)."""
-        if self.tls.on or target_rank == self.proc_null:
+        cdef _Arr a
+        if self.tls.get() or target_rank == self.proc_null:
             return
-        if type(origin) is _ndarray and (target is None or type(target) is int):
-            if self.fast(win, call, origin, target_rank, target, receives):
-                return
-        self.slow(win, call, origin, target_rank, target)
-
-    cdef bint fast(self, win, str call, origin, target_rank, target, bint receives) except -1:
-        """Put/Get of a C-contiguous ndarray at an int displacement (checked.py's fast).
-        False: not C-contiguous, the general record's."""
-        cdef Py_buffer view
-        cdef ClockFields clock
-        cdef SiteFields st
-        cdef AccessFields last, rec
-        cdef UseFields u, nu
-        cdef Py_ssize_t n
-        cdef bint have_view = False
-        if _get(origin, &view, PyBUF_SIMPLE) == 0:  # numpy: C-contiguous
-            have_view = True
-            n = view.len
+        if (target is None or type(target) is int) and _c_array(origin, &a):
+            self.fast(win, call, origin, &a, target_rank, target, receives)
         else:
-            if not origin.flags.c_contiguous:
-                return False
-            n = origin.nbytes
+            self.slow(win, call, origin, target_rank, target)
+
+    cdef int fast(self, win, str call, origin, _Arr *a, target_rank, target, bint receives) except -1:
+        """Put/Get of a C-contiguous ndarray at an int displacement (checked.py's fast)."""
+        cdef AccessFields rec
+        cdef Py_ssize_t n = a.nbytes
+        W = self.window(win._w)
+        tw, du = W.target(target_rank)
+        lo = (target or 0) * du
+        where_ = hixl_rec_site(self.own)
+        taken = self.enter()
         try:
-            w = win._w
-            _, info, targets = self.window(w)
-            key = info.key
-            t = targets.get(target_rank)
-            if t is None:
-                t = targets[target_rank] = (info.world[target_rank], w.targets[target_rank].disp_unit)
-            tw, du = t
-            lo = (target or 0) * du
-            where_ = hixl_rec_site(self.own)
-            code, line = where_
-            self.lock()
-            try:
-                clock = self.clock()
-                snap = clock._snap
-                if snap is None:
-                    snap = clock._snap = tuple(clock.c)
-                th = clock.me
-                qk = (id(code), line, key, tw, call, lo, n, th)
-                o = self.quick.get(qk)
-                if o is None:
-                    blocks = ((lo, lo + n),) if n else ()
-                    k = (key, tw, call, None, None, code, line, blocks, th)
-                    o = self.sites.get(k)
-                    if o is None:
-                        o = self.sites[k] = self.Site(self.keep)
-                    # a site keeps its code object (its records' sites hold it): its id stays its own
-                    self.quick[qk] = o
-                st = <SiteFields>o
-                o = st.last[-1] if st.last else (st.first[-1] if st.first else None)
-                if o is not None and (<AccessFields>o).snap is snap and (<AccessFields>o).done is None:
-                    last = <AccessFields>o
-                    last.count += 1
-                    rec = last
+            rec = self.access(W.key, tw, call, None, None, lo, n, where_, self.clock())
+            if n:
+                if receives:
+                    self.use(W.key, tw, a.addr, a.addr + n, True, None, None, rec, call, where_)
                 else:
-                    rec = <AccessFields>_new(self.Access)
-                    rec.win, rec.target, rec.call, rec.rank, rec.snap = key, tw, call, self.rank, snap
-                    rec.blocks = (<AccessFields>o).blocks if o is not None else (((lo, lo + n),) if n else ())
-                    rec.site, rec.thread, rec.done_actor, rec.count = where_, th, th, 1
-                    st.seen += 1
-                    if len(st.first) < self.keep:
-                        st.first.append(rec)
-                    else:
-                        st.last.append(rec)
-                    pk = (key, tw)
-                    p = self.pend.get(pk)
-                    if p is None:
-                        self.pend[pk] = [rec]
-                    else:
-                        p.append(rec)
-                if n:
-                    if have_view:
-                        a = <size_t>view.buf
-                    else:
-                        a = origin.__array_interface__["data"][0]
-                    b = a + n
-                    det = self.det
-                    uses = det.local
-                    near = (<Uses>uses).overlapping(a, b) if type(uses) is Uses else list(uses)
-                    for o in near:
-                        u = <UseFields>o
-                        if u.lo < b and a < u.hi and (receives or u.writes):
-                            det._local_race(u, call, where_, receives, _WHY_BOTH)
-                    if receives:
-                        crc = None
-                    elif have_view and n <= 256:
-                        crc = hixl_rec_crc32(<const unsigned char *>view.buf, n)
-                    elif have_view:
-                        crc = _words(origin, self.checksum)
-                    else:
-                        crc = self.checksum(origin)
-                    obj = None if receives else origin
-                    for o in near:
-                        u = <UseFields>o
-                        if (u.rec is rec and u.obj is obj and u.lo == a and u.hi == b and u.req is None
-                                and u.crc == crc and u.site == where_ and u.writes == receives):
-                            break  # the same use again (a loop of Puts of one buffer): one is enough
-                    else:
-                        nu = <UseFields>_new(self.LocalUse)
-                        nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, receives
-                        nu.obj, nu.crc, nu.rec, nu.call, nu.site = obj, crc, rec, call, where_
-                        uses.append(nu)
-            finally:
-                self.unlock()
+                    self.use(W.key, tw, a.addr, a.addr + n, False, origin, self.crc(origin, a), rec, call, where_)
         finally:
-            if have_view:
-                PyBuffer_Release(&view)
+            self.leave(taken)
+        return 0
+
+    # ------------------------------------------------------------ atomics
+
+    cdef object name_of(self, op):
+        """checked._opname(op), remembered by identity (an MPI.Op is not hashable)."""
+        for o, n in self.ops:
+            if o is op:
+                return n
+        n = self.opname(op)
+        if len(self.ops) < 64:
+            self.ops.append((op, n))
+        return n
+
+    cdef int atomic_issue(self, _WinRec W, target_rank) except -1:
+        """Before an atomic: this rank's clock to its row of the target's
+        atomic record (checked.py's atomic_issue)."""
+        taken = self.enter()
+        try:
+            clock = self.clock()
+            _tick(clock)
+            arr = self.release(clock)
+        finally:
+            self.leave(taken)
+        W.put(arr, target_rank, W.atomic_at + W.me * W.nw)
+        W.flush(target_rank)
+        return 0
+
+    cdef int atomic_read(self, _WinRec W, rank) except -1:
+        """An atomic at rank completed: what every origin of atomics left
+        there orders this rank (checked.py's atomics_done)."""
+        W.atomics.discard(rank)
+        W.get(W.rows, rank, W.atomic_at)
+        W.flush(rank)
+        taken = self.enter()
+        try:
+            clock = self.clock()
+            _merge_rows(clock, W.rows_p, W.nc, W.nw)
+            _tick(clock)
+        finally:
+            self.leave(taken)
+        return 0
+
+    cpdef bint atomic(self, win, base, str call, origin, result, compare, target_rank, target, op) except -1:
+        """An atomic call of C-contiguous ndarrays at an int displacement:
+        issue (the clock), the base call, the record. False: anything else,
+        the Python method's (nothing done)."""
+        cdef _Arr o, r, c
+        cdef AccessFields rec
+        r.addr = r.nbytes = c.addr = c.nbytes = 0
+        if target_rank == self.proc_null or not (target is None or type(target) is int):
+            return False
+        if not _c_array(origin, &o):
+            return False
+        if result is not None and not _c_array(result, &r):
+            return False
+        if compare is not None and not _c_array(compare, &c):
+            return False
+        W = self.window(win._w)
+        self.atomic_issue(W, target_rank)
+        if compare is not None:
+            base(win, origin, compare, result, target_rank, target)
+            opn = "CAS"
+        else:
+            opn = self.name_of(op)
+            if result is None:
+                base(win, origin, target_rank, target, op)
+            else:
+                base(win, origin, result, target_rank, target, op)
+        tw, du = W.target(target_rank)
+        lo = (target or 0) * du
+        dtype = self.dtype_of(origin)[1]
+        where_ = hixl_rec_site(self.own)
+        taken = self.enter()
+        try:
+            rec = self.access(W.key, tw, call, opn, dtype, lo, o.nbytes, where_, self.clock())
+            W.atomics.add(target_rank)
+            if o.nbytes and not (call == "Get_accumulate" and opn == "NO_OP"):
+                self.use(W.key, tw, o.addr, o.addr + o.nbytes, False, origin, self.crc(origin, &o), rec, call,
+                         where_)
+            if result is not None and r.nbytes:
+                self.use(W.key, tw, r.addr, r.addr + r.nbytes, True, None, None, rec, call, where_)
+            if compare is not None and c.nbytes:
+                self.use(W.key, tw, c.addr, c.addr + c.nbytes, False, compare, self.crc(compare, &c), rec, call,
+                         where_)
+        finally:
+            self.leave(taken)
         return True
+
+    # ------------------------------------------------------------ completion
+
+    cdef complete_local(self, wkey, tw, str call):
+        """The buffers in use by calls of window wkey (to tw; None: any) are
+        free: a checksum that changed is a race (Detector._release_local)."""
+        cdef UseFields u
+        cdef list keep = []
+        det = self.det
+        for o in self.local:
+            u = <UseFields>o
+            if not (u.win == wkey and (tw is None or u.target == tw) and u.req is None):
+                keep.append(u)
+                continue
+            if u.crc is not None and _checksum(u.obj, self.checksum) != u.crc:
+                det._changed(u, call, None)
+        self.local.replace(keep)
 
     cpdef flushed(self, win, rank):
         """Flush(rank): what this rank did to rank is complete, remotely and
         locally (checked.py's flushed)."""
         cdef ClockFields clock
         cdef AccessFields r
-        cdef UseFields u
-        cdef list keep
-        if self.tls.on or rank == self.proc_null:
+        if self.tls.get() or rank == self.proc_null:
             return
-        info = self.window(win._w)[1]
-        tw = info.world[rank]
-        wkey = info.key
-        det = self.det
-        self.lock()
+        W = self.window(win._w)
+        tw = W.info.world[rank]
+        taken = self.enter()
         try:
             clock = self.clock()
             me = clock.me
-            now = clock.c[me] + 1
-            clock.c[me] = now
-            clock._snap = None
-            recs = self.pend.pop((wkey, tw), None)
+            now = _tick(clock)
+            recs = self.pend.pop((W.key, tw), None)
             if recs:
                 for o in recs:
                     r = <AccessFields>o
                     r.done, r.done_call, r.done_actor = now, _FLUSH, me
-            if det.local:
-                # det.complete(info, {tw}, "Flush", remote=False)
-                keep = []
-                for o in det.local:
-                    u = <UseFields>o
-                    if not (u.win == wkey and u.target == tw and u.req is None):
-                        keep.append(u)
-                        continue
-                    if u.crc is not None and _checksum(u.obj, self.checksum) != u.crc:
-                        det._changed(u, _FLUSH, None)
-                det.local.replace(keep)
+            if self.local:
+                self.complete_local(W.key, tw, _FLUSH)
         finally:
-            self.unlock()
-        if rank in info.atomics:
-            self.atomics_done(info, {tw})
+            self.leave(taken)
+        if rank in W.atomics:
+            if self.on_main():
+                self.atomic_read(W, rank)
+            else:
+                self.atomics_done(W.info, {tw})
+
+    cpdef fence(self, win, base, assertion):
+        """Fence: this rank's accesses of win complete, its clock goes to
+        every peer's fence row, the base Fence, then the peers' rows are
+        taken in (checked.py's Fence)."""
+        cdef ClockFields clock
+        cdef AccessFields r
+        cdef Py_ssize_t q, row, parity
+        w = win._w
+        w.check_live("Fence")  # a freed window says so, not its clock window
+        W = self.window(w)
+        wkey = W.key
+        taken = self.enter()
+        try:
+            clock = self.clock()
+            me = clock.me
+            now = _tick(clock)
+            if self.pend:
+                for pk in [pk for pk in self.pend if pk[0] == wkey]:
+                    for o in self.pend.pop(pk):
+                        r = <AccessFields>o
+                        r.done, r.done_call, r.done_actor = now, "Fence", me
+            if self.local:
+                self.complete_local(wkey, None, "Fence")
+        finally:
+            self.leave(taken)
+        if W.atomics:
+            self.atomics_done(W.info, None)
+        taken = self.enter()
+        try:
+            arr = self.release(self.clock())
+        finally:
+            self.leave(taken)
+        cw = W.cw
+        fences = cw.fences
+        parity = fences & 1
+        row = W.fence_at + (parity * W.nc + W.me) * W.nw
+        for q in range(W.nc):
+            if q != W.me:
+                W.put(arr, q, row)
+                W.flush(q)
+        base(win, assertion)
+        cw.fences = fences + 1
+        taken = self.enter()
+        try:
+            clock = self.clock()
+            _merge_rows(clock, W.mem_p + W.fence_at + parity * W.nc * W.nw, W.nc, W.nw)
+            _tick(clock)
+        finally:
+            self.leave(taken)
 
 
-def make_calls(Win, Recorder r):
-    """CheckedWin's Put, Get and Flush, recording through ``r``: no Python frame."""
-    base_put, base_get, base_flush = Win.Put, Win.Get, Win.Flush
+def make_calls(Win, Recorder r, Busy tls, python):
+    """CheckedWin's Put, Get, Flush, Fence and atomics, recording through
+    ``r``: no Python frame. ``python``: the class whose methods record in
+    Python (what an atomic of anything but ndarrays at an int displacement
+    takes)."""
+    base_put, base_get, base_flush, base_fence = Win.Put, Win.Get, Win.Flush, Win.Fence
+    base_fop, base_cas, base_acc, base_gacc = (Win.Fetch_and_op, Win.Compare_and_swap, Win.Accumulate,
+                                               Win.Get_accumulate)
+    py_fop, py_cas, py_acc, py_gacc = (python.Fetch_and_op, python.Compare_and_swap, python.Accumulate,
+                                       python.Get_accumulate)
+    from mpi4py import MPI
+    SUM = MPI.SUM
 
     def Put(self, origin, target_rank, target=None):
         """Write origin into the target window (recorded by the race detector)."""
@@ -535,4 +856,68 @@ def make_calls(Win, Recorder r):
         base_flush(self, rank)
         r.flushed(self, rank)
 
-    return Put, Get, Flush
+    def Fence(self, assertion=0):
+        """Complete this rank's RMA, then barrier (the race detector's clocks ride on it)."""
+        if tls.get():
+            return base_fence(self, assertion)
+        tls.set(True)
+        try:
+            r.fence(self, base_fence, assertion)
+        finally:
+            tls.set(False)
+
+    def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=SUM):
+        """Get_accumulate of one element (recorded by the race detector)."""
+        if tls.get():
+            return base_fop(self, origin, result, target_rank, target_disp, op)
+        tls.set(True)
+        try:
+            done = r.atomic(self, base_fop, "Fetch_and_op", origin, result, None, target_rank, target_disp, op)
+        finally:
+            tls.set(False)
+        if not done:
+            py_fop(self, origin, result, target_rank, target_disp, op)
+
+    def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
+        """Store origin at the target if it equals compare (recorded by the race detector)."""
+        if tls.get():
+            return base_cas(self, origin, compare, result, target_rank, target_disp)
+        if compare is None:  # the base call says what is wrong
+            return py_cas(self, origin, compare, result, target_rank, target_disp)
+        tls.set(True)
+        try:
+            done = r.atomic(self, base_cas, "Compare_and_swap", origin, result, compare, target_rank, target_disp,
+                            None)
+        finally:
+            tls.set(False)
+        if not done:
+            py_cas(self, origin, compare, result, target_rank, target_disp)
+
+    def Accumulate(self, origin, target_rank, target=None, op=SUM):
+        """Element-wise atomic target = op(target, origin) (recorded by the race detector)."""
+        if tls.get():
+            return base_acc(self, origin, target_rank, target, op)
+        tls.set(True)
+        try:
+            done = r.atomic(self, base_acc, "Accumulate", origin, None, None, target_rank, target, op)
+        finally:
+            tls.set(False)
+        if not done:
+            py_acc(self, origin, target_rank, target, op)
+
+    def Get_accumulate(self, origin, result, target_rank, target=None, op=SUM):
+        """Accumulate returning the previous target values (recorded by the race detector)."""
+        if tls.get():
+            return base_gacc(self, origin, result, target_rank, target, op)
+        if result is None:  # the base call says what is wrong
+            return py_gacc(self, origin, result, target_rank, target, op)
+        tls.set(True)
+        try:
+            done = r.atomic(self, base_gacc, "Get_accumulate", origin, result, None, target_rank, target, op)
+        finally:
+            tls.set(False)
+        if not done:
+            py_gacc(self, origin, result, target_rank, target, op)
+
+    return {"Put": Put, "Get": Get, "Flush": Flush, "Fence": Fence, "Fetch_and_op": Fetch_and_op,
+            "Compare_and_swap": Compare_and_swap, "Accumulate": Accumulate, "Get_accumulate": Get_accumulate}

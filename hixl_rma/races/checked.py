@@ -27,7 +27,7 @@ class _Busy(threading.local):
     on = False  # inside a checked call: calls it makes are the base class's
 
 
-_tls = _Busy()
+_tls = _crecord.Busy() if _crecord is not None else _Busy()
 _ATOMICS = frozenset(("Accumulate", "Raccumulate", "Get_accumulate", "Rget_accumulate", "Fetch_and_op",
                       "Compare_and_swap"))
 _ndarray = np.ndarray
@@ -568,6 +568,7 @@ def make_class(Win, det):
                 det.ranges = [r for r in det.ranges if r[2] is not info]
                 det.freed[info.key] = info.label  # its records keep only the name
                 del det.windows[info.key]
+            det.forget(info.key)
 
     def notified(win, target_rank):
         """The notification to target_rank orders what this rank did before it;
@@ -583,9 +584,12 @@ def make_class(Win, det):
         sync(win, None, "Fence")
 
     CheckedWin.complete_all = staticmethod(complete_all)
-    if _crecord is not None:  # Put, Get and Flush record in C: no Python frame of the detector's
-        rec = _crecord.Recorder(det, _tls, slow, atomics_done, C.PROC_NULL)
-        CheckedWin.Put, CheckedWin.Get, CheckedWin.Flush = _crecord.make_calls(Win, rec)
+    if _crecord is not None:  # the hot calls record in C: no Python frame of the detector's
+        rec = _crecord.Recorder(det, _tls, slow, atomics_done, C.PROC_NULL, _opname)
+        det.forget, det.threads_started = rec.forget, rec.threads_started
+        # make_calls takes CheckedWin's Python methods (for what C leaves to them) before they are replaced
+        for name, fn in _crecord.make_calls(Win, rec, _tls, CheckedWin).items():
+            setattr(CheckedWin, name, fn)
     # what errors and reprs call it (type(win).__name__): it is a Win
     CheckedWin.__name__ = CheckedWin.__qualname__ = Win.__name__
     return CheckedWin

@@ -8,15 +8,24 @@ freed with it, in a Lock_all epoch of its own for its whole life).
   read); after it, each rank merges the rows in its own memory. No
   collective beyond the Fence's own barrier.
 - Lock/Unlock: Unlock writes the holder's clock at the target (exclusive:
-  the X record, a Put; shared: the S record, an Accumulate MAX); Lock,
-  once acquired, reads X (an exclusive one also S): a release orders the
-  acquires that exclude it, and shared holders order nothing among
+  the X record; shared: the holder's own row of the S rows); Lock, once
+  acquired, reads X (an exclusive one also every S row): a release orders
+  the acquires that exclude it, and shared holders order nothing among
   themselves. MODE_NOCHECK takes no lock, so it carries nothing.
 - PSCW: Post writes the target's clock into each origin's post row, Start
   reads it once the Post arrived; Complete writes the origin's clock into
   each target's complete row, Wait/Test read them.
 - Notified RMA: Put_notify writes the origin's clock into the target's
   notify row before the notification; Wait_notify reads the source's row.
+- Atomics: before an atomic, its origin writes its clock into its own
+  row of the target's atomic rows; once an atomic completed there, the
+  origin reads every row.
+
+Every record that several ranks feed has one row per writer, written by
+a plain Put: only that rank writes it and its clock only grows, so the
+rows' maximum is what an Accumulate(MAX) into one record would hold,
+without the accumulate's lock (an Accumulate on a datatype target locks
+the target).
 
 Writes go to the peer's memory and are flushed before the real call that
 synchronizes, so a reader after that call sees them. On one node the
@@ -24,8 +33,6 @@ hidden window is mapped memory: a Put is a memcpy.
 """
 import numpy as np
 from mpi4py import MPI
-
-from ..ops import MAX
 
 
 class ClockWindow:
@@ -35,11 +42,11 @@ class ClockWindow:
         self.FENCE = 0
         self.LOCKX = 2 * nc * nworld
         self.LOCKS = self.LOCKX + nworld
-        self.POST = self.LOCKS + nworld
+        self.POST = self.LOCKS + nc * nworld
         self.COMPLETE = self.POST + nc * nworld
         self.NOTIFY = self.COMPLETE + nc * nworld
         self.ATOMIC = self.NOTIFY + nc * nworld
-        self.total = self.ATOMIC + nworld
+        self.total = self.ATOMIC + nc * nworld
         from . import _plain
         _plain.on = True
         try:
@@ -52,10 +59,7 @@ class ClockWindow:
         self.win.Lock_all()
         self.fences = 0
         self._tmp = np.zeros(nworld, np.int64)
-        self._tmp2 = np.zeros(nworld, np.int64)
-
-    def _spec(self, off):
-        return (off, self.nw, np.int64)
+        self._rows = np.zeros(nc * nworld, np.int64)
 
     def _put(self, clock, rank, off):
         # an int displacement (disp_unit 8) and an int64 origin: the window's hot path
@@ -79,19 +83,23 @@ class ClockWindow:
         return rows.max(axis=0)
 
     # Lock / Unlock
-    def lock_in(self, rank, exclusive):
-        self.win.Get(self._tmp, rank, self.LOCKX)
-        if exclusive:
-            self.win.Get(self._tmp2, rank, self.LOCKS)
+    def _rows_max(self, rank, off):
+        """The maximum of rank's nc rows at off."""
+        self.win.Get(self._rows, rank, off)
         self.win.Flush(rank)
-        return np.maximum(self._tmp, self._tmp2) if exclusive else self._tmp.copy()
+        return self._rows.reshape(self.nc, self.nw).max(axis=0)
+
+    def lock_in(self, rank, exclusive):
+        if exclusive:
+            self.win.Get(self._tmp, rank, self.LOCKX)
+            return np.maximum(self._tmp, self._rows_max(rank, self.LOCKS))
+        self.win.Get(self._tmp, rank, self.LOCKX)
+        self.win.Flush(rank)
+        return self._tmp.copy()
 
     def unlock_out(self, clock, rank, exclusive):
-        if exclusive:
-            # exclusive holders follow one another, each knowing the last: a Put keeps it monotone
-            self._put(clock, rank, self.LOCKX)
-        else:
-            self.win.Accumulate(clock, rank, self._spec(self.LOCKS), MAX)
+        # exclusive holders follow one another, each knowing the last: a Put keeps X monotone
+        self._put(clock, rank, self.LOCKX if exclusive else self.LOCKS + self.me * self.nw)
         self.win.Flush(rank)
 
     # PSCW
@@ -124,14 +132,12 @@ class ClockWindow:
     def atomic_publish(self, clock, rank):
         """Leave this clock at rank's atomic record before an atomic is issued
         there (a spin lock's release must carry it before the lock word changes)."""
-        self.win.Accumulate(clock, rank, self._spec(self.ATOMIC), MAX)
+        self._put(clock, rank, self.ATOMIC + self.me * self.nw)
         self.win.Flush(rank)
 
     def atomic_read(self, rank):
         """What the origins of atomics at rank left there (taken once an atomic completed)."""
-        self.win.Get(self._tmp, rank, self.ATOMIC)
-        self.win.Flush(rank)
-        return self._tmp.copy()
+        return self._rows_max(rank, self.ATOMIC)
 
     def free(self):
         self.win.Unlock_all()

@@ -141,6 +141,9 @@ class Detector:
         self.ranges = []  # (lo, hi, WinInfo, target world rank) of memory this process can load/store
         self.mutex = threading.RLock()
         self.finished = None
+        # the C record's, where it records: a window freed; a thread started
+        self.forget = lambda key: None
+        self.threads_started = lambda: None
 
     @property
     def clock(self):

@@ -22,6 +22,7 @@ def install(det):
     _saved.update(start=T.start, join=T.join, set=E.set, wait=E.wait, bwait=B.wait)
 
     def start(self):
+        det.threads_started()  # before it runs: the C record takes the mutex from now on
         self._race_parent = det.release()
         self._started._race_internal = True  # the Event start() waits on: not the program's
         return _saved["start"](self)

@@ -188,7 +188,7 @@ cdef inline bint _c_array(obj, _Arr *out):
 cdef class AccessFields:
     """The storage of log.Access."""
     cdef public object win, target, blocks, call, op, dtype, rank, snap, done, site, done_call, thread, count
-    cdef public object done_actor
+    cdef public object done_actor, epoch
 
 
 cdef class UseFields:
@@ -288,6 +288,7 @@ cdef class ClockFields:
     cdef public object me, n
     cdef public list c
     cdef public object _snap
+    cdef public Py_ssize_t fe
 
 
 cdef inline object _new(type cls):
@@ -399,6 +400,7 @@ cdef int _merge_rows(ClockFields clock, const long long *rows, Py_ssize_t nrows,
     cdef Py_ssize_t i, k
     cdef long long m
     cdef list c = clock.c
+    cdef Py_ssize_t me = clock.me
     for i in range(nw):
         m = rows[i]
         for k in range(1, nrows):
@@ -406,6 +408,8 @@ cdef int _merge_rows(ClockFields clock, const long long *rows, Py_ssize_t nrows,
                 m = rows[k * nw + i]
         if m > <long long>c[i]:
             c[i] = m
+            if i != me:
+                clock.fe += 1
     clock._snap = None
     return 0
 
@@ -417,7 +421,9 @@ cdef class Recorder:
     cdef Busy tls
     cdef Uses local  # det.local
     cdef dict sites, pend, quick, recs
-    cdef list ops, dtypes
+    cdef tuple hit  # the last access's site and what found it
+    cdef list ops, dtypes, types
+    cdef object type_info
     cdef object keep, rank
     cdef type Access, LocalUse, Site
     cdef object proc_null
@@ -428,12 +434,13 @@ cdef class Recorder:
     cdef object out  # the main thread's clock as int64, what a synchronization sends
     cdef long long *out_p
 
-    def __init__(self, det, Busy tls, slow, atomics_done, proc_null, opname):
+    def __init__(self, det, Busy tls, slow, atomics_done, proc_null, opname, type_info):
         """``tls``: checked.py's per-thread flag (inside a checked call);
         ``slow(win, call, origin, target_rank, target)``: the general record;
         ``atomics_done(info, targets)``: what a Flush of an atomic's target
         does (where this one does not do it itself); ``opname(op)``: an op's
-        name in a record."""
+        name in a record; ``type_info(datatype)``: (size, base dtype str)
+        of a contiguous datatype, else None."""
         global _ndarray
         import numpy as np
         import threading
@@ -454,10 +461,10 @@ cdef class Recorder:
         # (threads.py's Thread.start tells, before it runs).
         self.solo = self.main_ident != 0 and threading.active_count() == 1
         self.sites, self.pend, self.quick, self.recs = det.log.sites, det.pend, {}, {}
-        self.ops, self.dtypes = [], []
+        self.ops, self.dtypes, self.types = [], [], []
         self.keep, self.rank = det.log.keep, det.rank
         self.tls, self.slow, self.atomics_done, self.checksum = tls, slow, atomics_done, checksum
-        self.opname = opname
+        self.opname, self.type_info = opname, type_info
         self.own = lambda code: _own(code.co_filename)
         self.Access, self.LocalUse, self.Site = Access, LocalUse, _Site
         self.proc_null = proc_null
@@ -551,16 +558,15 @@ cdef class Recorder:
             return _sum_crc(<const unsigned char *>a.addr, a.nbytes)
         return _words(obj, self.checksum)
 
-    cdef AccessFields access(self, key, tw, str call, op, dtype, lo, n, where_, ClockFields clock):
-        """Detector.access under the mutex: the record of this call at this
-        site in this interval (the last one again, or a new pending one)."""
-        cdef SiteFields st
-        cdef AccessFields rec
-        snap = clock._snap
-        if snap is None:
-            snap = clock._snap = tuple(clock.c)
-        th = clock.me
-        code, line = where_
+    cdef object checksum_of(self, obj):
+        """detector.checksum(obj)."""
+        cdef _Arr a
+        if _c_array(obj, &a):
+            return self.crc(obj, &a)
+        return _checksum(obj, self.checksum)
+
+    cdef object site_of(self, key, tw, str call, op, dtype, code, line, lo, n, th):
+        """The log's site of these (log._Site), made on first use."""
         qk = (id(code), line, key, tw, call, lo, n, th, op, dtype)
         o = self.quick.get(qk)
         if o is None:
@@ -571,13 +577,42 @@ cdef class Recorder:
                 o = self.sites[k] = self.Site(self.keep)
             # a site keeps its code object (its records' sites hold it): its id stays its own
             self.quick[qk] = o
+        return o
+
+    cdef AccessFields access(self, key, tw, str call, op, dtype, lo, n, where_, ClockFields clock):
+        """Detector.access under the mutex: the record of this call at this
+        site in this interval (the last one again, or a new pending one)."""
+        cdef SiteFields st
+        cdef AccessFields rec
+        cdef tuple h
+        snap = clock._snap  # None: the clock changed since the last snapshot, made only for a new record
+        th = clock.me
+        code, line = where_
+        # the last call's site again (a loop's): no key to build
+        h = self.hit
+        if (h is not None and h[0] is code and h[1] == line and h[2] is key and h[3] == tw and h[4] is call
+                and h[5] == lo and h[6] == n and h[7] == th and h[8] is op and h[9] is dtype):
+            o = h[10]
+        else:
+            o = self.site_of(key, tw, call, op, dtype, code, line, lo, n, th)
+            self.hit = (code, line, key, tw, call, lo, n, th, op, dtype, o)
         st = <SiteFields>o
         o = st.last[-1] if st.last else (st.first[-1] if st.first else None)
-        if o is not None and (<AccessFields>o).snap is snap and (<AccessFields>o).done is None:
+        if o is not None:
             rec = <AccessFields>o
-            rec.count += 1
-            return rec
+            if snap is not None and rec.snap is snap and rec.done is None:
+                rec.count += 1
+                return rec
+            if rec.done is not None and rec.epoch == clock.fe:  # Log.add's growth: pending again
+                rec.done = rec.done_call = None
+                rec.done_actor = rec.thread
+                rec.count += 1
+                self.pending(key, tw, rec)
+                return rec
+        if snap is None:
+            snap = clock._snap = tuple(clock.c)
         rec = <AccessFields>_new(self.Access)
+        rec.epoch = clock.fe
         rec.win, rec.target, rec.call, rec.op, rec.dtype, rec.rank, rec.snap = key, tw, call, op, dtype, self.rank, snap
         rec.blocks = (<AccessFields>o).blocks if o is not None else (((lo, lo + n),) if n else ())
         rec.site, rec.thread, rec.done_actor, rec.count = where_, th, th, 1
@@ -586,13 +621,17 @@ cdef class Recorder:
             st.first.append(rec)
         else:
             st.last.append(rec)
+        self.pending(key, tw, rec)
+        return rec
+
+    cdef inline int pending(self, key, tw, AccessFields rec) except -1:
         pk = (key, tw)
         p = self.pend.get(pk)
         if p is None:
             self.pend[pk] = [rec]
         else:
             p.append(rec)
-        return rec
+        return 0
 
     cdef use(self, key, tw, size_t a, size_t b, bint writes, obj, crc, AccessFields rec, str call, where_):
         """Detector.use under the mutex: a buffer [a, b) in use until local
@@ -619,30 +658,71 @@ cdef class Recorder:
         cdef _Arr a
         if self.tls.get() or target_rank == self.proc_null:
             return
-        if (target is None or type(target) is int) and _c_array(origin, &a):
-            self.fast(win, call, origin, &a, target_rank, target, receives)
-        else:
+        if not (_c_array(origin, &a) and self.fast(win, call, origin, &a, target_rank, target, receives)):
             self.slow(win, call, origin, target_rank, target)
 
-    cdef int fast(self, win, str call, origin, _Arr *a, target_rank, target, bint receives) except -1:
-        """Put/Get of a C-contiguous ndarray at an int displacement (checked.py's fast)."""
+    cdef object spec_type(self, datatype):
+        """(size, base dtype str) of a contiguous datatype (its one block at 0
+        as long as its extent), else None; remembered by identity."""
+        for o, info in self.types:
+            if o is datatype:
+                return info
+        info = self.type_info(datatype)
+        if len(self.types) < 64:
+            self.types.append((datatype, info))
+        return info
+
+    cdef bint fast(self, win, str call, origin, _Arr *a, target_rank, target, bint receives) except -1:
+        """Put/Get of a C-contiguous ndarray at an int displacement, or at a
+        (disp, count, datatype) target of a contiguous datatype (checked.py's
+        fast and, for the latter, what its general record makes of it).
+        False: anything else, the general record's (nothing done)."""
         cdef AccessFields rec
-        cdef Py_ssize_t n = a.nbytes
+        cdef Py_ssize_t held = a.nbytes, k, tsize
         W = self.window(win._w)
         tw, du = W.target(target_rank)
-        lo = (target or 0) * du
+        if target is None or type(target) is int:
+            lo, n, dtype = (target or 0) * du, held, None
+        else:
+            # target_blocks' rules, for the forms whose blocks are one span
+            if type(target) is not tuple and type(target) is not list:
+                return False
+            k = len(target)
+            if k < 1 or k > 3 or type(target[0]) is not int:
+                return False
+            count = target[1] if k > 1 else None
+            if count is not None and type(count) is not int:
+                return False
+            if k == 3 and target[2] is not None:
+                info = self.spec_type(target[2])
+                if info is None:
+                    return False
+                tsize, dtype = info
+                if count is None:
+                    if tsize == 0:
+                        return False
+                    count = held // tsize
+                described = count * tsize
+            else:
+                dtype = self.dtype_of(origin)[1]
+                described = held if count is None else count * cnp.PyArray_ITEMSIZE(<cnp.ndarray>origin)
+            # the base call took it: a Put's target may describe more than the origin holds, a Get's origin
+            # may hold more than the target describes
+            n = min(described, held) if not receives else described
+            lo = target[0] * du
         where_ = hixl_rec_site(self.own)
         taken = self.enter()
         try:
-            rec = self.access(W.key, tw, call, None, None, lo, n, where_, self.clock())
-            if n:
+            rec = self.access(W.key, tw, call, None, dtype, lo, n, where_, self.clock())
+            if held:
                 if receives:
-                    self.use(W.key, tw, a.addr, a.addr + n, True, None, None, rec, call, where_)
+                    self.use(W.key, tw, a.addr, a.addr + held, True, None, None, rec, call, where_)
                 else:
-                    self.use(W.key, tw, a.addr, a.addr + n, False, origin, self.crc(origin, a), rec, call, where_)
+                    self.use(W.key, tw, a.addr, a.addr + held, False, origin, self.crc(origin, a), rec, call,
+                             where_)
         finally:
             self.leave(taken)
-        return 0
+        return True
 
     # ------------------------------------------------------------ atomics
 
@@ -744,7 +824,7 @@ cdef class Recorder:
             if not (u.win == wkey and (tw is None or u.target == tw) and u.req is None):
                 keep.append(u)
                 continue
-            if u.crc is not None and _checksum(u.obj, self.checksum) != u.crc:
+            if u.crc is not None and self.checksum_of(u.obj) != u.crc:
                 det._changed(u, call, None)
         self.local.replace(keep)
 

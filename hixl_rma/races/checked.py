@@ -16,7 +16,7 @@ from mpi4py import MPI
 
 from .. import _engine
 from .. import constants as C
-from .._datatypes import as_buffer, target_blocks
+from .._datatypes import as_buffer, target_blocks, typemap
 from ..request import Request
 from ._ext import record as _crecord
 from .clockwin import ClockWindow
@@ -30,6 +30,9 @@ class _Busy(threading.local):
 _tls = _crecord.Busy() if _crecord is not None else _Busy()
 _ATOMICS = frozenset(("Accumulate", "Raccumulate", "Get_accumulate", "Rget_accumulate", "Fetch_and_op",
                       "Compare_and_swap"))
+# calls whose record may grow over intervals (Log.add): those completed by a
+# flush or synchronization, not by a request or a notification
+_GROWS = frozenset(("Put", "Get", "Accumulate", "Get_accumulate", "Fetch_and_op", "Compare_and_swap"))
 _ndarray = np.ndarray
 _getframe = sys._getframe
 
@@ -44,6 +47,15 @@ def _opname(op):
             if op == getattr(MPI, n):
                 return n
     return str(op)
+
+
+def _type_info(datatype):
+    """(size, base dtype str) of a contiguous datatype, else None (what the
+    C record asks of a (disp, count, datatype) target)."""
+    tm = typemap(datatype)
+    if not tm.contiguous:
+        return None
+    return tm.size, (tm.base.str if tm.base is not None else None)
 
 
 def _merge(tblk):
@@ -131,7 +143,7 @@ def make_class(Win, det):
         receives = call in ("Get", "Rget")
         blocks, dtype, lo, hi, obj = _shape(t, origin, target, receives)
         where_ = where_ or site(3)
-        rec = det.access(info, tw, blocks, call, op, dtype, where_)
+        rec = det.access(info, tw, blocks, call, op, dtype, where_, grows=call in _GROWS)
         if call in _ATOMICS:
             info.atomics.add(target_rank)
         uses = []
@@ -169,8 +181,15 @@ def make_class(Win, det):
                 last.count += 1
                 rec = last
             else:
-                rec = Access(key, tw, blocks, call, None, None, det.rank, snap, where_, th)
-                det.log.put(k, rec)
+                if last is not None and last.epoch == clock.fe and last.done is not None:  # Log.add's growth
+                    last.done = last.done_call = None
+                    last.done_actor = last.thread
+                    last.count += 1
+                    rec = last
+                else:
+                    rec = Access(key, tw, blocks, call, None, None, det.rank, snap, where_, th)
+                    rec.epoch = clock.fe
+                    det.log.put(k, rec)
                 p = det.pend.get((key, tw))
                 if p is None:
                     det.pend[(key, tw)] = [rec]
@@ -585,7 +604,7 @@ def make_class(Win, det):
 
     CheckedWin.complete_all = staticmethod(complete_all)
     if _crecord is not None:  # the hot calls record in C: no Python frame of the detector's
-        rec = _crecord.Recorder(det, _tls, slow, atomics_done, C.PROC_NULL, _opname)
+        rec = _crecord.Recorder(det, _tls, slow, atomics_done, C.PROC_NULL, _opname, _type_info)
         det.forget, det.threads_started = rec.forget, rec.threads_started
         # make_calls takes CheckedWin's Python methods (for what C leaves to them) before they are replaced
         for name, fn in _crecord.make_calls(Win, rec, _tls, CheckedWin).items():

@@ -13,7 +13,7 @@ import numpy as np
 
 from ._ext import storage
 
-_ClockBase, _CLOCK_SLOTS = storage("ClockFields", ("me", "n", "c", "_snap"))
+_ClockBase, _CLOCK_SLOTS = storage("ClockFields", ("me", "n", "c", "_snap", "fe"))
 
 
 class Clock(_ClockBase):
@@ -24,6 +24,7 @@ class Clock(_ClockBase):
         self.c = [0] * n
         self.c[me] = 1
         self._snap = None
+        self.fe = 0  # how many times another slot's counter grew (log.py merges records while it stays)
 
     def snap(self):
         """The clock as a tuple (shared by every access until the next tick)."""
@@ -47,10 +48,12 @@ class Clock(_ClockBase):
             if other.ndim > 1:
                 other = other.max(axis=0) if len(other) else ()
             other = other.tolist()
-        c = self.c
+        c, me = self.c, self.me
         for i, v in enumerate(other):
             if v > c[i]:
                 c[i] = v
+                if i != me:
+                    self.fe += 1
         self._snap = None
 
     def array(self):

@@ -168,15 +168,17 @@ class Detector:
 
     # ----------------------------------------------------------- accesses
 
-    def access(self, win, target, blocks, call, op, dtype, where_, pending=True):
-        """Record an access of ``blocks`` of ``target``'s memory of window ``win``."""
+    def access(self, win, target, blocks, call, op, dtype, where_, pending=True, grows=False):
+        """Record an access of ``blocks`` of ``target``'s memory of window
+        ``win`` (``grows``: its record may grow over intervals, Log.add)."""
         with self.mutex:
             clock = self.clock
             snap = clock.snap()
             th = clock.me
             key = (win.key, target, call, op, dtype, where_[0], where_[1], blocks, th)
             rec, new = self.log.add(key, snap, lambda: Access(win.key, target, blocks, call, op, dtype,
-                                                              self.rank, snap, where_, th))
+                                                              self.rank, snap, where_, th),
+                                    clock.fe if grows else None)
             if not pending:
                 rec.done, rec.done_actor = clock.now(), th
             elif new:

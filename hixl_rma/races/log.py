@@ -22,7 +22,7 @@ ACCS = frozenset(("Accumulate", "Raccumulate", "Get_accumulate", "Rget_accumulat
 
 _AccessBase, _ACCESS_SLOTS = storage("AccessFields", (
     "win", "target", "blocks", "call", "op", "dtype", "rank", "snap", "done", "site", "done_call", "thread", "count",
-    "done_actor"))
+    "done_actor", "epoch"))
 _SiteBase, _SITE_SLOTS = storage("SiteFields", ("first", "last", "seen"))
 
 
@@ -42,6 +42,7 @@ class Access(_AccessBase):
         self.done_actor = thread  # the clock slot of the thread whose event completed it
         self.done_call = None
         self.count = 1
+        self.epoch = None  # the clock's foreign epoch when it was made (see Log.add)
 
     @property
     def writes(self):
@@ -80,10 +81,19 @@ class Log:
         self.keep = keep
         self.sites = {}
 
-    def add(self, key, snap, make):
+    def add(self, key, snap, make, epoch=None):
         """The record for ``key`` in this interval: the last one when it is
         still pending with the same clock snapshot ``snap``, else a new one
-        from ``make()`` (returned, and also whether it is new)."""
+        from ``make()`` (returned, and also whether it is new).
+
+        ``epoch``: the clock's foreign epoch (Clock.fe), for an RMA call
+        whose record may grow over intervals: the last record, completed,
+        takes this access too while no other slot's counter grew since it
+        was made (its snapshot's other counters are the clock's), and is
+        pending again (returned as new). Such records are one interval
+        [first issued, last completed]: an access of another rank ordered
+        after one of them and before the next would need a counter of its
+        own in between, which would end the record."""
         s = self.sites.get(key)
         if s is None:
             s = self.sites[key] = _Site(self.keep)
@@ -91,7 +101,13 @@ class Log:
         if last is not None and last.snap is snap and (last.done is None or last.call in ("load", "store")):
             last.count += 1
             return last, False
+        if epoch is not None and last is not None and last.epoch == epoch and last.done is not None:
+            last.done = last.done_call = None
+            last.done_actor = last.thread
+            last.count += 1
+            return last, True
         rec = make()
+        rec.epoch = epoch
         s.seen += 1
         if len(s.first) < self.keep:
             s.first.append(rec)
@@ -100,7 +116,7 @@ class Log:
         return rec, True
 
     def put(self, key, rec):
-        """Add a new record (the caller checked it is not the last one again)."""
+        """Add a new record (the caller checked it is not the last one again, nor one to grow)."""
         s = self.sites.get(key)
         if s is None:
             s = self.sites[key] = _Site(self.keep)

@@ -100,6 +100,35 @@ cdef extern from *:
         }
     }
 
+    /* The code object (a new reference) of the same frame hixl_rec_site
+       finds, its line in *line: no tuple made. */
+    static PyObject *hixl_rec_frame(PyObject *own, int *line) {
+        PyFrameObject *f = PyEval_GetFrame();
+        if (f == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "race detector: a call with no Python frame");
+            return NULL;
+        }
+        Py_INCREF(f);
+        for (;;) {
+            PyCodeObject *code = PyFrame_GetCode(f);
+            int mine = hixl_rec_own(own, code);
+            if (mine < 0) {
+                Py_DECREF(code);
+                Py_DECREF(f);
+                return NULL;
+            }
+            PyFrameObject *back = mine ? PyFrame_GetBack(f) : NULL;
+            if (back == NULL) {
+                *line = PyFrame_GetLineNumber(f);
+                Py_DECREF(f);
+                return (PyObject *)code;
+            }
+            Py_DECREF(code);
+            Py_DECREF(f);
+            f = back;
+        }
+    }
+
     /* zlib's crc32 (the same polynomial, initial value and final xor). */
     static uint32_t hixl_rec_crc_table[256];
     static void hixl_rec_crc_init(void) {
@@ -117,6 +146,7 @@ cdef extern from *:
     """
     int hixl_rec_configure()
     object hixl_rec_site(object own)
+    object hixl_rec_frame(object own, int *line)
     void hixl_rec_crc_init()
     uint32_t hixl_rec_crc32(const unsigned char *p, Py_ssize_t n)
 
@@ -188,12 +218,15 @@ cdef inline bint _c_array(obj, _Arr *out):
 cdef class AccessFields:
     """The storage of log.Access."""
     cdef public object win, target, blocks, call, op, dtype, rank, snap, done, site, done_call, thread, count
-    cdef public object done_actor, epoch
+    cdef public object done_actor
+    cdef public Py_ssize_t epoch
 
 
 cdef class UseFields:
     """The storage of detector.LocalUse."""
-    cdef public object win, target, lo, hi, writes, obj, crc, rec, req, call, site
+    cdef public object win, target, obj, crc, rec, req, call, site
+    cdef public size_t lo, hi  # addresses
+    cdef public bint writes
     cdef Py_ssize_t seq  # its place in Uses
 
 
@@ -229,6 +262,12 @@ cdef class Uses:
         self.items.append(u)
         self._index(u)
 
+    cdef clear(self):
+        """Keep none."""
+        self.by_lo.clear()  # before the old items go (the index borrows their references)
+        del self.items[:]
+        self.span, self.seq, self.exact = 0, 0, True
+
     cpdef replace(self, items):
         """Keep only ``items`` (in their order)."""
         self.by_lo.clear()  # before the old items go (the index borrows their references)
@@ -246,11 +285,7 @@ cdef class Uses:
             self.exact = False
             return
         f = <UseFields>u
-        try:
-            lo, hi = f.lo, f.hi
-        except (TypeError, OverflowError):
-            self.exact = False
-            return
+        lo, hi = f.lo, f.hi
         f.seq = self.seq
         self.seq += 1
         if hi > lo and hi - lo > self.span:
@@ -259,12 +294,18 @@ cdef class Uses:
 
     cpdef list overlapping(self, a, b):
         """The uses with lo < b and a < hi, in order."""
-        cdef size_t lo, hi, start
-        cdef vector[_SeqUse] found
-        cdef multimap[size_t, _HiUse].iterator it
         if not self.exact or a < 0:
             return [u for u in self.items if u.lo < b and a < u.hi]
-        lo, hi = a, b
+        return self.near(a, b)
+
+    cdef list near(self, size_t lo, size_t hi):
+        """overlapping(lo, hi), from C."""
+        cdef size_t start
+        cdef vector[_SeqUse] found
+        cdef multimap[size_t, _HiUse].iterator it
+        cdef UseFields u
+        if not self.exact:
+            return [u for u in self.items if u.lo < hi and lo < u.hi]
         # an item overlapping [lo, hi) starts after lo - span
         start = lo + 1 - self.span if lo + 1 > self.span else 0
         it = self.by_lo.lower_bound(start)
@@ -350,6 +391,7 @@ cdef object _checksum(object obj, object slow):
 
 
 _FLUSH = "Flush"
+cdef list _NONE = []  # never appended to
 _WHY_BOTH = "both use the buffer before either completed locally"
 
 
@@ -363,6 +405,7 @@ cdef class _WinRec:
     """What the record keeps of one checked window: its core, its WinInfo, its
     targets' (world rank, disp_unit), and its clock window's calls and rows."""
     cdef object core, info, key, targets, atomics, cw, put, get, flush, rows, mem
+    cdef _Target last  # the last call's target
     cdef const long long *rows_p  # cw._rows: nc rows read from a peer
     cdef const long long *mem_p  # cw.mem: this rank's clock window memory
     cdef Py_ssize_t nc, nw, me, fence_at, atomic_at
@@ -377,13 +420,27 @@ cdef class _WinRec:
         self.nc, self.nw, self.me = cw.nc, cw.nw, cw.me
         self.fence_at, self.atomic_at = cw.FENCE, cw.ATOMIC
 
-    cdef tuple target(self, target_rank):
-        """(world rank, disp_unit) of target_rank."""
+    cdef _Target target(self, target_rank):
+        """What the record needs of target_rank."""
+        cdef _Target t = self.last
+        if t is not None and t.rank is target_rank:
+            return t
         t = self.targets.get(target_rank)
         if t is None:
-            t = self.targets[target_rank] = (self.info.world[target_rank],
-                                             self.core.targets[target_rank].disp_unit)
-        return <tuple>t
+            t = _Target()
+            t.rank, t.tw = target_rank, self.info.world[target_rank]
+            t.du = self.core.targets[target_rank].disp_unit
+            t.pk = (self.key, t.tw)
+            self.targets[target_rank] = t
+        self.last = t
+        return t
+
+
+cdef class _Target:
+    """A window's target rank as the record needs it: its world rank, its
+    disp_unit, its key in Detector.pend."""
+    cdef object rank, tw, pk
+    cdef Py_ssize_t du
 
 
 cdef inline object _tick(ClockFields clock):
@@ -421,7 +478,10 @@ cdef class Recorder:
     cdef Busy tls
     cdef Uses local  # det.local
     cdef dict sites, pend, quick, recs
-    cdef tuple hit  # the last access's site and what found it
+    # the last access's site and what found it
+    cdef object h_code, h_key, h_tw, h_call, h_th, h_op, h_dtype, h_site, h_where
+    cdef int h_line
+    cdef Py_ssize_t h_lo, h_n
     cdef list ops, dtypes, types
     cdef object type_info
     cdef object keep, rank
@@ -579,23 +639,26 @@ cdef class Recorder:
             self.quick[qk] = o
         return o
 
-    cdef AccessFields access(self, key, tw, str call, op, dtype, lo, n, where_, ClockFields clock):
+    cdef AccessFields access(self, key, tw, str call, op, dtype, Py_ssize_t lo, Py_ssize_t n, code, int line,
+                             ClockFields clock):
         """Detector.access under the mutex: the record of this call at this
-        site in this interval (the last one again, or a new pending one)."""
+        site in this interval (the last one again, grown, or a new pending
+        one). The site's (code, line) is ``self.h_where`` after it."""
         cdef SiteFields st
         cdef AccessFields rec
-        cdef tuple h
         snap = clock._snap  # None: the clock changed since the last snapshot, made only for a new record
         th = clock.me
-        code, line = where_
-        # the last call's site again (a loop's): no key to build
-        h = self.hit
-        if (h is not None and h[0] is code and h[1] == line and h[2] is key and h[3] == tw and h[4] is call
-                and h[5] == lo and h[6] == n and h[7] == th and h[8] is op and h[9] is dtype):
-            o = h[10]
+        # the last call's site again (a loop's): no key to build. tw and th are the same objects each
+        # time (the window's cached target, the clock's slot); a miss only costs the lookup.
+        if (code is self.h_code and line == self.h_line and key is self.h_key and tw is self.h_tw
+                and call is self.h_call and lo == self.h_lo and n == self.h_n and th is self.h_th and op is self.h_op
+                and dtype is self.h_dtype):
+            o = self.h_site
         else:
             o = self.site_of(key, tw, call, op, dtype, code, line, lo, n, th)
-            self.hit = (code, line, key, tw, call, lo, n, th, op, dtype, o)
+            self.h_code, self.h_line, self.h_key, self.h_tw, self.h_call = code, line, key, tw, call
+            self.h_lo, self.h_n, self.h_th, self.h_op, self.h_dtype = lo, n, th, op, dtype
+            self.h_site, self.h_where = o, (code, line)
         st = <SiteFields>o
         o = st.last[-1] if st.last else (st.first[-1] if st.first else None)
         if o is not None:
@@ -615,7 +678,7 @@ cdef class Recorder:
         rec.epoch = clock.fe
         rec.win, rec.target, rec.call, rec.op, rec.dtype, rec.rank, rec.snap = key, tw, call, op, dtype, self.rank, snap
         rec.blocks = (<AccessFields>o).blocks if o is not None else (((lo, lo + n),) if n else ())
-        rec.site, rec.thread, rec.done_actor, rec.count = where_, th, th, 1
+        rec.site, rec.thread, rec.done_actor, rec.count = self.h_where, th, th, 1
         st.seen += 1
         if len(st.first) < self.keep:
             st.first.append(rec)
@@ -638,7 +701,7 @@ cdef class Recorder:
         completion (obj and crc: an origin's, else None), after the races
         with those in use it overlaps."""
         cdef UseFields u, nu
-        cdef list near = self.local.overlapping(a, b)
+        cdef list near = self.local.near(a, b) if self.local.items else _NONE
         for o in near:
             u = <UseFields>o
             if u.lo < b and a < u.hi and (writes or u.writes):
@@ -678,11 +741,13 @@ cdef class Recorder:
         fast and, for the latter, what its general record makes of it).
         False: anything else, the general record's (nothing done)."""
         cdef AccessFields rec
-        cdef Py_ssize_t held = a.nbytes, k, tsize
+        cdef Py_ssize_t held = a.nbytes, k, tsize, lo, n, described
+        cdef int line
+        cdef _Target t
         W = self.window(win._w)
-        tw, du = W.target(target_rank)
+        t = W.target(target_rank)
         if target is None or type(target) is int:
-            lo, n, dtype = (target or 0) * du, held, None
+            lo, n, dtype = (target or 0) * t.du, held, None
         else:
             # target_blocks' rules, for the forms whose blocks are one span
             if type(target) is not tuple and type(target) is not list:
@@ -709,17 +774,17 @@ cdef class Recorder:
             # the base call took it: a Put's target may describe more than the origin holds, a Get's origin
             # may hold more than the target describes
             n = min(described, held) if not receives else described
-            lo = target[0] * du
-        where_ = hixl_rec_site(self.own)
+            lo = target[0] * t.du
+        code = hixl_rec_frame(self.own, &line)
         taken = self.enter()
         try:
-            rec = self.access(W.key, tw, call, None, dtype, lo, n, where_, self.clock())
+            rec = self.access(W.key, t.tw, call, None, dtype, lo, n, code, line, self.clock())
             if held:
                 if receives:
-                    self.use(W.key, tw, a.addr, a.addr + held, True, None, None, rec, call, where_)
+                    self.use(W.key, t.tw, a.addr, a.addr + held, True, None, None, rec, call, self.h_where)
                 else:
-                    self.use(W.key, tw, a.addr, a.addr + held, False, origin, self.crc(origin, a), rec, call,
-                             where_)
+                    self.use(W.key, t.tw, a.addr, a.addr + held, False, origin, self.crc(origin, a), rec, call,
+                             self.h_where)
         finally:
             self.leave(taken)
         return True
@@ -771,6 +836,9 @@ cdef class Recorder:
         the Python method's (nothing done)."""
         cdef _Arr o, r, c
         cdef AccessFields rec
+        cdef _Target t
+        cdef Py_ssize_t lo
+        cdef int line
         r.addr = r.nbytes = c.addr = c.nbytes = 0
         if target_rank == self.proc_null or not (target is None or type(target) is int):
             return False
@@ -791,13 +859,15 @@ cdef class Recorder:
                 base(win, origin, target_rank, target, op)
             else:
                 base(win, origin, result, target_rank, target, op)
-        tw, du = W.target(target_rank)
-        lo = (target or 0) * du
+        t = W.target(target_rank)
+        tw = t.tw
+        lo = (target or 0) * t.du
         dtype = self.dtype_of(origin)[1]
-        where_ = hixl_rec_site(self.own)
+        code = hixl_rec_frame(self.own, &line)
         taken = self.enter()
         try:
-            rec = self.access(W.key, tw, call, opn, dtype, lo, o.nbytes, where_, self.clock())
+            rec = self.access(W.key, tw, call, opn, dtype, lo, o.nbytes, code, line, self.clock())
+            where_ = self.h_where
             W.atomics.add(target_rank)
             if o.nbytes and not (call == "Get_accumulate" and opn == "NO_OP"):
                 self.use(W.key, tw, o.addr, o.addr + o.nbytes, False, origin, self.crc(origin, &o), rec, call,
@@ -818,36 +888,43 @@ cdef class Recorder:
         free: a checksum that changed is a race (Detector._release_local)."""
         cdef UseFields u
         cdef list keep = []
-        det = self.det
         for o in self.local:
             u = <UseFields>o
-            if not (u.win == wkey and (tw is None or u.target == tw) and u.req is None):
+            if not ((u.win is wkey or u.win == wkey) and (tw is None or u.target is tw or u.target == tw)
+                    and u.req is None):
                 keep.append(u)
                 continue
             if u.crc is not None and self.checksum_of(u.obj) != u.crc:
-                det._changed(u, call, None)
-        self.local.replace(keep)
+                self.det._changed(u, call, None)
+        if keep:
+            self.local.replace(keep)
+        else:
+            self.local.clear()
 
     cpdef flushed(self, win, rank):
         """Flush(rank): what this rank did to rank is complete, remotely and
         locally (checked.py's flushed)."""
         cdef ClockFields clock
         cdef AccessFields r
+        cdef _Target t
         if self.tls.get() or rank == self.proc_null:
             return
         W = self.window(win._w)
-        tw = W.info.world[rank]
+        t = W.target(rank)
+        tw = t.tw
         taken = self.enter()
         try:
             clock = self.clock()
             me = clock.me
             now = _tick(clock)
-            recs = self.pend.pop((W.key, tw), None)
-            if recs:
-                for o in recs:
-                    r = <AccessFields>o
-                    r.done, r.done_call, r.done_actor = now, _FLUSH, me
-            if self.local:
+            if self.pend:
+                recs = self.pend.get(t.pk)
+                if recs:  # kept, emptied: the next access at this target appends to it
+                    for o in recs:
+                        r = <AccessFields>o
+                        r.done, r.done_call, r.done_actor = now, _FLUSH, me
+                    del (<list>recs)[:]
+            if self.local.items:
                 self.complete_local(W.key, tw, _FLUSH)
         finally:
             self.leave(taken)

@@ -42,7 +42,7 @@ class Access(_AccessBase):
         self.done_actor = thread  # the clock slot of the thread whose event completed it
         self.done_call = None
         self.count = 1
-        self.epoch = None  # the clock's foreign epoch when it was made (see Log.add)
+        self.epoch = -1  # the clock's foreign epoch when it was made, for a record that may grow (Log.add)
 
     @property
     def writes(self):
@@ -107,7 +107,8 @@ class Log:
             last.count += 1
             return last, True
         rec = make()
-        rec.epoch = epoch
+        if epoch is not None:
+            rec.epoch = epoch
         s.seen += 1
         if len(s.first) < self.keep:
             s.first.append(rec)

@@ -57,6 +57,18 @@ cdef extern from *:
         return obj;
     }
 
+    /* Whether obj is an instance of one of the types (a subclass's too):
+       its type's MRO, not isinstance's __class__ lookup, which an int or a
+       function on a watched line paid on every line event. */
+    static int hixl_lt_is_array(PyObject *obj) {
+        if (!PyTuple_Check(hixl_lt_arrays)) return 1;
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(hixl_lt_arrays); k++) {
+            PyObject *t = PyTuple_GET_ITEM(hixl_lt_arrays, k);
+            if (PyType_Check(t) && PyObject_TypeCheck(obj, (PyTypeObject *)t)) return 1;
+        }
+        return 0;
+    }
+
     /* 0 when no name of the line's entries is bound to a buffer type (on_line
        would look at nothing); 1 when one is, or when it cannot tell. */
     static int hixl_lt_names_buffer(PyFrameObject *frame, PyObject *entries) {
@@ -71,11 +83,7 @@ cdef extern from *:
                 if (PyErr_Occurred()) { PyErr_Clear(); found = 1; }
                 continue;
             }
-            int t = PyObject_IsInstance(obj, hixl_lt_arrays);
-            if (t != 0) {
-                if (t < 0) PyErr_Clear();
-                found = 1;
-            }
+            if (hixl_lt_is_array(obj)) found = 1;
         }
         Py_XDECREF(locals);
         Py_XDECREF(globals);

@@ -18,7 +18,12 @@ Both record the same thing.
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBuffer_IsContiguous, PyBUF_FULL_RO,
                              PyBUF_SIMPLE)
 from cpython.object cimport PyObject, PyTypeObject
+
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(object)
 from cpython.pythread cimport PyThread_get_thread_ident
+from cpython.weakref cimport PyWeakref_GetObject
+cimport cython
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy, strchr
 from libcpp.algorithm cimport sort
@@ -215,6 +220,9 @@ cdef inline bint _c_array(obj, _Arr *out):
     return True
 
 
+# Not tracked by the cyclic GC: they reach no container that reaches them
+# back (a loop of RMA calls made thousands, each collection walked them).
+@cython.no_gc
 cdef class AccessFields:
     """The storage of log.Access."""
     cdef public object win, target, blocks, call, op, dtype, rank, snap, done, site, done_call, thread, count
@@ -222,6 +230,7 @@ cdef class AccessFields:
     cdef public Py_ssize_t epoch
 
 
+@cython.no_gc
 cdef class UseFields:
     """The storage of detector.LocalUse."""
     cdef public object win, target, obj, crc, rec, req, call, site
@@ -347,7 +356,10 @@ cdef object _sum_crc(const unsigned char *p, Py_ssize_t n):
     for i in range(words):
         memcpy(&w, p + 8 * i, 8)
         s += w
-    return (s, hixl_rec_crc32(p + 8 * words, n - 8 * words), n)
+    t = (s, hixl_rec_crc32(p + 8 * words, n - 8 * words), n)
+    # three ints make no cycle: untracked now, not at the collection that a loop's thousands of them trigger
+    PyObject_GC_UnTrack(t)
+    return t
 
 
 cdef inline bint _byte_castable(const char *fmt):
@@ -491,6 +503,7 @@ cdef class Recorder:
     cdef object main_clock
     cdef bint solo  # no thread but the main one records: the detector's mutex is not needed
     cdef _WinRec w_last  # the last call's window
+    cdef object win_ref, weakref  # a weak reference to the Win object of w_last; weakref.ref
     cdef object out  # the main thread's clock as int64, what a synchronization sends
     cdef long long *out_p
 
@@ -528,6 +541,8 @@ cdef class Recorder:
         self.own = lambda code: _own(code.co_filename)
         self.Access, self.LocalUse, self.Site = Access, LocalUse, _Site
         self.proc_null = proc_null
+        import weakref
+        self.weakref = weakref.ref
         self.out = np.zeros(det.width, np.int64)
         self.out_p = <long long *>cnp.PyArray_DATA(<cnp.ndarray>self.out)
 
@@ -570,11 +585,20 @@ cdef class Recorder:
         self.w_last = c
         return c
 
+    cdef _WinRec of(self, win):
+        """What the record keeps of checked window win (the last one's
+        without looking up its core: a weak reference says it is the same)."""
+        if self.win_ref is not None and <object>PyWeakref_GetObject(self.win_ref) is win and self.w_last is not None:
+            return self.w_last
+        c = self.window(win._w)
+        self.win_ref = self.weakref(win)
+        return c
+
     def forget(self, key):
         """Window ``key`` is freed."""
         self.recs.pop(key, None)
         if self.w_last is not None and self.w_last.key == key:
-            self.w_last = None
+            self.w_last = self.win_ref = None
 
     cdef object release(self, ClockFields clock):
         """Detector.release: the clock to send (an int64 array), then a tick.
@@ -744,7 +768,7 @@ cdef class Recorder:
         cdef Py_ssize_t held = a.nbytes, k, tsize, lo, n, described
         cdef int line
         cdef _Target t
-        W = self.window(win._w)
+        W = self.of(win)
         t = W.target(target_rank)
         if target is None or type(target) is int:
             lo, n, dtype = (target or 0) * t.du, held, None
@@ -848,7 +872,7 @@ cdef class Recorder:
             return False
         if compare is not None and not _c_array(compare, &c):
             return False
-        W = self.window(win._w)
+        W = self.of(win)
         self.atomic_issue(W, target_rank)
         if compare is not None:
             base(win, origin, compare, result, target_rank, target)
@@ -909,7 +933,7 @@ cdef class Recorder:
         cdef _Target t
         if self.tls.get() or rank == self.proc_null:
             return
-        W = self.window(win._w)
+        W = self.of(win)
         t = W.target(rank)
         tw = t.tw
         taken = self.enter()

@@ -15,8 +15,6 @@ plain ``__slots__`` classes and checked.py records in Python, as before.
 Both record the same thing.
 """
 
-from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBuffer_IsContiguous, PyBUF_FULL_RO,
-                             PyBUF_SIMPLE)
 from cpython.object cimport PyObject, PyTypeObject
 
 cdef extern from "Python.h":
@@ -25,7 +23,7 @@ from cpython.pythread cimport PyThread_get_thread_ident
 from cpython.weakref cimport PyWeakref_GetObject
 cimport cython
 from libc.stdint cimport uint32_t, uint64_t
-from libc.string cimport memcpy, strchr
+from libc.string cimport memcpy
 from libcpp.algorithm cimport sort
 from libcpp.map cimport multimap
 from libcpp.pair cimport pair
@@ -159,15 +157,6 @@ hixl_rec_crc_init()
 
 cdef object _ndarray = None  # numpy.ndarray, once a Recorder is made
 cdef tuple _EMPTY = ()
-
-
-cdef int _get(obj, Py_buffer *view, int flags):
-    """PyObject_GetBuffer, -1 instead of an exception (the caller takes the Python path)."""
-    try:
-        PyObject_GetBuffer(obj, view, flags)
-    except Exception:
-        return -1
-    return 0
 
 
 cdef class Busy:
@@ -362,55 +351,35 @@ cdef object _sum_crc(const unsigned char *p, Py_ssize_t n):
     return t
 
 
-cdef inline bint _byte_castable(const char *fmt):
-    """memoryview.cast("B") takes a view of this format: a native single
-    character (an '@' before it allowed); no format is "B"."""
-    if fmt == NULL:
-        return True
-    if fmt[0] == b'@':
-        fmt += 1
-    return fmt[0] != 0 and strchr("cbBhHiIlLqQnNfde?P", fmt[0]) != NULL and fmt[1] == 0
-
-
-cdef object _words(object obj, object slow):
-    """detector.checksum(obj) of a C-contiguous ndarray over 256 bytes: what
-    it reads through memoryview(obj).cast("B"), or ``slow`` where that fails
-    (it has no checksum then)."""
-    cdef Py_buffer view
-    if _get(obj, &view, PyBUF_FULL_RO) < 0:
-        return slow(obj)
-    try:
-        if PyBuffer_IsContiguous(&view, b'C') and _byte_castable(view.format):
-            return _sum_crc(<const unsigned char *>view.buf, view.len)
-    finally:
-        PyBuffer_Release(&view)
-    return slow(obj)
-
-
-cdef object _checksum(object obj, object slow):
-    """detector.checksum(obj): in C for a C-contiguous ndarray (the same value), else ``slow``."""
-    cdef Py_buffer view
-    if type(obj) is not _ndarray:
-        return slow(obj)
-    if _get(obj, &view, PyBUF_SIMPLE) < 0:  # numpy: not C-contiguous
-        return slow(obj)
-    try:
-        if view.len <= 256:
-            return hixl_rec_crc32(<const unsigned char *>view.buf, view.len)
-    finally:
-        PyBuffer_Release(&view)
-    return _words(obj, slow)
-
-
 _FLUSH = "Flush"
 cdef list _NONE = []  # never appended to
 _WHY_BOTH = "both use the buffer before either completed locally"
 
 
+cdef bint _castable(obj):
+    """memoryview(obj).cast("B") takes this ndarray's format: a native
+    single-character one (what detector.checksum reads word by word)."""
+    d = <object>cnp.PyArray_DESCR(<cnp.ndarray>obj)
+    c = d.char
+    return d.byteorder in "=|" and len(c) == 1 and c in "bBhHiIlLqQnNfde?"
+
+
+cpdef object fast_checksum(obj, slow):
+    """detector.checksum(obj): in C for a C-contiguous ndarray whose bytes
+    it reads, else ``slow(obj)`` (detector.checksum itself)."""
+    cdef _Arr a
+    if _c_array(obj, &a):
+        if a.nbytes <= 256:
+            return hixl_rec_crc32(<const unsigned char *>a.addr, a.nbytes)
+        if _castable(obj):
+            return _sum_crc(<const unsigned char *>a.addr, a.nbytes)
+    return slow(obj)
+
+
 def _checksum_of(obj):
     """detector.checksum(obj) as this module computes it (for the tests)."""
     from .detector import checksum
-    return _checksum(obj, checksum)
+    return fast_checksum(obj, checksum)
 
 
 cdef class _WinRec:
@@ -627,9 +596,7 @@ cdef class Recorder:
             e = <tuple>o
             if e[0] is d:
                 return e
-        # memoryview(arr).cast("B") takes a native single-character format
-        castable = d.byteorder in "=|" and len(d.char) == 1 and d.char in "bBhHiIlLqQnNfde?"
-        e = (d, d.str, castable)
+        e = (d, d.str, _castable(arr))
         if len(self.dtypes) < 64:
             self.dtypes.append(e)
         return e
@@ -640,14 +607,14 @@ cdef class Recorder:
             return hixl_rec_crc32(<const unsigned char *>a.addr, a.nbytes)
         if self.dtype_of(obj)[2]:
             return _sum_crc(<const unsigned char *>a.addr, a.nbytes)
-        return _words(obj, self.checksum)
+        return self.checksum(obj)
 
     cdef object checksum_of(self, obj):
         """detector.checksum(obj)."""
         cdef _Arr a
         if _c_array(obj, &a):
             return self.crc(obj, &a)
-        return _checksum(obj, self.checksum)
+        return self.checksum(obj)
 
     cdef object site_of(self, key, tw, str call, op, dtype, code, line, lo, n, th):
         """The log's site of these (log._Site), made on first use."""

@@ -59,16 +59,19 @@ def _type_info(datatype):
 
 
 def _merge(tblk):
-    out = []
-    for off, ln in sorted((int(o), int(n)) for o, n in tblk):
-        if ln <= 0:
-            continue
-        if out and off <= out[-1][1]:
-            if off + ln > out[-1][1]:
-                out[-1] = (out[-1][0], off + ln)
-        else:
-            out.append((off, off + ln))
-    return tuple(out)
+    """((lo, hi), ...) of the byte ranges (offset, length) in tblk, sorted,
+    overlapping or touching ones merged, empty ones left out."""
+    a = np.asarray(tblk if isinstance(tblk, np.ndarray) else list(tblk), dtype=np.int64).reshape(-1, 2)
+    a = a[a[:, 1] > 0]
+    if not len(a):
+        return ()
+    a = a[np.argsort(a[:, 0], kind="stable")]
+    lo, hi = a[:, 0], a[:, 0] + a[:, 1]
+    # a range starts a new run where it begins past every range before it
+    first = np.ones(len(lo), bool)
+    first[1:] = lo[1:] > np.maximum.accumulate(hi)[:-1]
+    at = np.flatnonzero(first)
+    return tuple(zip(lo[at].tolist(), np.maximum.reduceat(hi, at).tolist()))
 
 
 def _addr(arr):
@@ -204,8 +207,8 @@ def make_class(Win, det):
                                                                       "completed locally")
                 crc = None if receives else (zlib.crc32(origin) if n <= 256 else None)
                 if crc is None and not receives:
-                    from .detector import checksum
-                    crc = checksum(origin)
+                    from .detector import _sum
+                    crc = _sum(origin)
                 det.local.append(LocalUse(key, tw, a, b, receives, None if receives else origin, crc, rec, call,
                                           where_))
 
@@ -619,10 +622,10 @@ def _batch_blocks(origin_blocks, target_disps, disp_unit):
     lens = []
     for b in origin_blocks:
         if isinstance(b, tuple) and len(b) == 2:
-            offs = np.asarray(b[1], np.int64).reshape(-1, 2)
-            lens.extend(int(n) for n in offs[:, 1])
+            lens.append(np.asarray(b[1], np.int64).reshape(-1, 2)[:, 1])
         else:
-            lens.append(memoryview(b).nbytes)
+            lens.append(np.array([memoryview(b).nbytes], np.int64))
+    lens = np.concatenate(lens) if lens else np.zeros(0, np.int64)
     if len(lens) != len(disps):
-        lens = lens[:len(disps)] + [0] * (len(disps) - len(lens))
-    return _merge(zip((disps * disp_unit).tolist(), lens))
+        lens = np.concatenate([lens[:len(disps)], np.zeros(max(0, len(disps) - len(lens)), np.int64)])
+    return _merge(np.stack([disps * disp_unit, lens], axis=1))

@@ -253,6 +253,107 @@ def test_c_and_python_records_report_the_same(tmp_path, fixed):
                    ((r["scope"], r["a"]["call"], r["b"]["call"]) for r in c["reports"])) == 4, c
 
 
+# Fence epochs and atomics (recorded in C since the Fence and the atomics
+# moved there), a Put at a (disp, count, datatype) target, a loop whose
+# record grows over intervals. Only rank 0 issues atomics, so what each
+# rank's clock learns, and so how its records grow, is the same in every
+# run. Racy: a Put and a Get of the same bytes in one fence epoch, a Put
+# and an Accumulate of the same bytes before a Flush, one result buffer of
+# two Fetch_and_ops before a Flush; ``--fixed``: none.
+_SYNCED = """\
+import sys
+import numpy as np
+from mpi4py import MPI
+import hixl_rma
+
+comm = MPI.COMM_WORLD
+fixed = "--fixed" in sys.argv
+mem = np.zeros(64, np.int64)
+win = hixl_rma.Win.Create(mem, 8, comm=comm)
+one = np.ones(1, np.int64)
+res = np.zeros(1, np.int64)
+res2 = np.zeros(1, np.int64)
+cmp_ = np.zeros(1, np.int64)
+buf = np.arange(4, dtype=np.int64)
+win.Fence()
+if comm.rank == 0:
+    win.Put(buf, 1, (0, 4, MPI.INT64_T))
+    if not fixed:
+        win.Get(res2, 1, 2)
+win.Fence()
+win.Lock_all()
+if comm.rank == 0:
+    for i in range(3):
+        win.Fetch_and_op(one, res, 1, 8, MPI.SUM)
+        win.Flush(1)
+    win.Accumulate(one, 1, 9, MPI.SUM)
+    if fixed:
+        win.Flush(1)
+    win.Put(buf[:1], 1, 9)
+    win.Compare_and_swap(one, cmp_, res, 1, 10)
+    win.Get_accumulate(one, res2, 1, 11, MPI.NO_OP)
+    win.Flush(1)
+    win.Fetch_and_op(one, res, 1, 12, MPI.SUM)
+    if fixed:
+        win.Flush(1)
+    win.Fetch_and_op(one, res, 1, 13, MPI.SUM)
+    win.Flush(1)
+win.Unlock_all()
+comm.Barrier()
+win.Free()
+"""
+
+
+def _synced(tmp_path, pure, fixed):
+    prog = tmp_path / "synced.py"
+    prog.write_text(_SYNCED)
+    out = tmp_path / f"synced-{pure}-{fixed}.json"
+    args = ["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)] + (["--fixed"] if fixed else [])
+    p = _run(args, env={"HIXL_RMA_RACE_PURE": pure})
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = json.loads(out.read_text())
+    for r in rep["reports"]:
+        r.pop("address", None)
+    return rep
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["racy", "race-free"])
+def test_c_and_python_records_report_the_same_for_fences_and_atomics(tmp_path, fixed):
+    pytest.importorskip("hixl_rma.races._record")
+    c, py = _synced(tmp_path, "0", fixed), _synced(tmp_path, "1", fixed)
+    assert c == py
+    if fixed:
+        assert c["races"] == 0 and c["warnings"] == 0, c
+    else:
+        pairs = {(r["scope"], r["a"]["call"], r["b"]["call"]) for r in c["reports"]}
+        assert ("target", "Put", "Get") in pairs, c                                    # one fence epoch
+        assert {("target", "Put", "Accumulate"), ("target", "Accumulate", "Put")} & pairs, c
+        assert ("origin buffer", "Fetch_and_op", "Fetch_and_op") in pairs, c          # res twice, unflushed
+        assert c["races"] == 3, c
+    assert c["records"] == 8 + (not fixed), c  # the loop's three Fetch_and_ops: one record, grown
+
+
+def test_an_atomic_with_a_bad_rank_names_the_window_not_the_clocks(tmp_path):
+    prog = tmp_path / "bad.py"
+    prog.write_text(
+        "import numpy as np\nfrom mpi4py import MPI\nimport hixl_rma\n"
+        "win = hixl_rma.Win.Allocate(64, 8, comm=MPI.COMM_WORLD)\n"
+        "one, res = np.ones(1, np.int64), np.zeros(1, np.int64)\nwin.Lock_all()\n"
+        "for rank in (5, -3):\n"
+        "    try:\n        win.Fetch_and_op(one, res, rank, 0)\n    except MPI.Exception as e:\n"
+        "        print('error:', e)\n"
+        "win.Unlock_all()\nwin.Free()\n"
+        "try:\n    win.Fence()\nexcept MPI.Exception as e:\n    print('error:', e)\n")
+    for pure in ("0", "1"):
+        p = _run(["-m", "hixl_rma", "--check-races", str(prog)], n=1, env={"HIXL_RMA_RACE_PURE": pure})
+        out = p.stdout + p.stderr
+        assert p.returncode == 0, out
+        assert "error: Fetch_and_op on window w0.0: rank 5 is out of range" in out, out
+        assert "error: Fetch_and_op on window w0.0: rank -3 is out of range" in out, out
+        assert "error: Fence: window w0.0 has been freed" in out, out
+        assert "w1.0" not in out, out  # the clock window
+
+
 def test_c_record_is_the_one_used_when_built(tmp_path):
     rec = pytest.importorskip("hixl_rma.races._record")
     prog = tmp_path / "which.py"

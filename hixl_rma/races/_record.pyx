@@ -390,6 +390,7 @@ cdef class _WinRec:
     cdef const long long *rows_p  # cw._rows: nc rows read from a peer
     cdef const long long *mem_p  # cw.mem: this rank's clock window memory
     cdef Py_ssize_t nc, nw, me, fence_at, atomic_at
+    cdef Py_ssize_t fences  # ClockWindow.fences, counted here where the Fence records in C
 
     def __init__(self, core, info):
         self.core, self.info, self.key, self.targets, self.atomics = core, info, info.key, {}, info.atomics
@@ -400,6 +401,7 @@ cdef class _WinRec:
         self.mem_p = <const long long *>cnp.PyArray_DATA(<cnp.ndarray>self.mem)
         self.nc, self.nw, self.me = cw.nc, cw.nw, cw.me
         self.fence_at, self.atomic_at = cw.FENCE, cw.ATOMIC
+        self.fences = cw.fences
 
     cdef _Target target(self, target_rank):
         """What the record needs of target_rank."""
@@ -472,6 +474,7 @@ cdef class Recorder:
     cdef object main_clock
     cdef bint solo  # no thread but the main one records: the detector's mutex is not needed
     cdef _WinRec w_last  # the last call's window
+    cdef str what  # the call being recorded, where a window's error names it
     cdef object win_ref, weakref  # a weak reference to the Win object of w_last; weakref.ref
     cdef object out  # the main thread's clock as int64, what a synchronization sends
     cdef long long *out_p
@@ -544,13 +547,17 @@ cdef class Recorder:
         return <ClockFields>c
 
     cdef _WinRec window(self, w):
-        """What the record keeps of window core w."""
+        """What the record keeps of window core w (``self.what``: the call)."""
         cdef _WinRec c = self.w_last
         if c is not None and c.core is w:
             return c
         c = self.recs.get(w.key)
         if c is None or c.core is not w:
-            c = self.recs[w.key] = _WinRec(w, self.windows[w.key])
+            info = self.windows.get(w.key)
+            if info is None:  # freed: its error, not the record's
+                w.check_live(self.what)
+                raise RuntimeError(f"race detector: window {w.label()} is not known to it")
+            c = self.recs[w.key] = _WinRec(w, info)
         self.w_last = c
         return c
 
@@ -839,7 +846,10 @@ cdef class Recorder:
             return False
         if compare is not None and not _c_array(compare, &c):
             return False
+        self.what = call
         W = self.of(win)
+        if type(target_rank) is not int or not 0 <= <Py_ssize_t>target_rank < W.nc:
+            return False  # the Python record's, which lets the window name what is wrong
         self.atomic_issue(W, target_rank)
         if compare is not None:
             base(win, origin, compare, result, target_rank, target)
@@ -932,9 +942,10 @@ cdef class Recorder:
         cdef ClockFields clock
         cdef AccessFields r
         cdef Py_ssize_t q, row, parity
-        w = win._w
-        w.check_live("Fence")  # a freed window says so, not its clock window
-        W = self.window(w)
+        self.what = "Fence"
+        W = self.of(win)
+        if W.core.freed:
+            W.core.check_live("Fence")  # a freed window says so, not its clock window
         wkey = W.key
         taken = self.enter()
         try:
@@ -957,16 +968,14 @@ cdef class Recorder:
             arr = self.release(self.clock())
         finally:
             self.leave(taken)
-        cw = W.cw
-        fences = cw.fences
-        parity = fences & 1
+        parity = W.fences & 1
         row = W.fence_at + (parity * W.nc + W.me) * W.nw
         for q in range(W.nc):
             if q != W.me:
                 W.put(arr, q, row)
                 W.flush(q)
         base(win, assertion)
-        cw.fences = fences + 1
+        W.fences += 1
         taken = self.enter()
         try:
             clock = self.clock()

@@ -264,9 +264,10 @@ def make_class(Win, det):
             info.atomics.discard(r)
             det.acquire(info.clocks.atomic_read(r))
 
-    def atomic_issue(win, target_rank):
+    def atomic_issue(win, target_rank, call):
         """Before an atomic: this rank's clock goes to the target's atomic record."""
-        if target_rank != C.PROC_NULL:
+        # a bad rank or a freed window is the window's error, not its clock window's
+        if win._w.target(target_rank, call) is not None:
             det.acquire()
             info_of(win).clocks.atomic_publish(det.release(), target_rank)
 
@@ -328,27 +329,27 @@ def make_class(Win, det):
 
         @guarded
         def Accumulate(self, base, origin, target_rank, target=None, op=MPI.SUM):
-            atomic_issue(self, target_rank)
+            atomic_issue(self, target_rank, "Accumulate")
             base(self, origin, target_rank, target, op)
             rma(self, "Accumulate", origin, target_rank, target, _opname(op))
 
         @guarded
         def Get_accumulate(self, base, origin, result, target_rank, target=None, op=MPI.SUM):
-            atomic_issue(self, target_rank)
+            atomic_issue(self, target_rank, "Get_accumulate")
             base(self, origin, result, target_rank, target, op)
             rma(self, "Get_accumulate", origin if origin is not None else result, target_rank, target,
                 _opname(op), result)
 
         @guarded
         def Fetch_and_op(self, base, origin, result, target_rank, target_disp=0, op=MPI.SUM):
-            atomic_issue(self, target_rank)
+            atomic_issue(self, target_rank, "Fetch_and_op")
             base(self, origin, result, target_rank, target_disp, op)
             rma(self, "Fetch_and_op", origin if origin is not None else result, target_rank, target_disp,
                 _opname(op), result)
 
         @guarded
         def Compare_and_swap(self, base, origin, compare, result, target_rank, target_disp=0):
-            atomic_issue(self, target_rank)
+            atomic_issue(self, target_rank, "Compare_and_swap")
             base(self, origin, compare, result, target_rank, target_disp)
             rma(self, "Compare_and_swap", origin, target_rank, target_disp, "CAS", result, compare)
 
@@ -364,13 +365,13 @@ def make_class(Win, det):
 
         @guarded
         def Raccumulate(self, base, origin, target_rank, target=None, op=MPI.SUM):
-            atomic_issue(self, target_rank)
+            atomic_issue(self, target_rank, "Raccumulate")
             req = base(self, origin, target_rank, target, op)
             return track(req, *rma(self, "Raccumulate", origin, target_rank, target, _opname(op)), "Raccumulate")
 
         @guarded
         def Rget_accumulate(self, base, origin, result, target_rank, target=None, op=MPI.SUM):
-            atomic_issue(self, target_rank)
+            atomic_issue(self, target_rank, "Rget_accumulate")
             req = base(self, origin, result, target_rank, target, op)
             return track(req, *rma(self, "Rget_accumulate", origin if origin is not None else result, target_rank,
                                    target, _opname(op), result), "Rget_accumulate")

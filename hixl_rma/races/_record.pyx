@@ -457,7 +457,7 @@ cdef int _merge_rows(ClockFields clock, const long long *rows, Py_ssize_t nrows,
 cdef class Recorder:
     """The record of one detector's Put, Get, Flush, atomics and Fence."""
 
-    cdef object det, windows, tl, lock, unlock, own, slow, atomics_done, checksum, opname
+    cdef object det, windows, tl, lock, unlock, own, slow, atomics_done, checksum, opname, log
     cdef Busy tls
     cdef Uses local  # det.local
     cdef dict sites, pend, quick, recs
@@ -505,7 +505,7 @@ cdef class Recorder:
         # thread records too: one that exists now, or one started later
         # (threads.py's Thread.start tells, before it runs).
         self.solo = self.main_ident != 0 and threading.active_count() == 1
-        self.sites, self.pend, self.quick, self.recs = det.log.sites, det.pend, {}, {}
+        self.log, self.sites, self.pend, self.quick, self.recs = det.log, det.log.sites, det.pend, {}, {}
         self.ops, self.dtypes, self.types = [], [], []
         self.keep, self.rank = det.log.keep, det.rank
         self.tls, self.slow, self.atomics_done, self.checksum = tls, slow, atomics_done, checksum
@@ -663,8 +663,9 @@ cdef class Recorder:
             rec = <AccessFields>o
             if snap is not None and rec.snap is snap and rec.done is None:
                 rec.count += 1
+                self.log.last = rec
                 return rec
-            if rec.done is not None and rec.epoch == clock.fe:  # Log.add's growth: pending again
+            if rec.done is not None and rec.epoch == clock.fe and self.log.last is rec:  # Log.add's growth
                 rec.done = rec.done_call = None
                 rec.done_actor = rec.thread
                 rec.count += 1
@@ -682,6 +683,7 @@ cdef class Recorder:
             st.first.append(rec)
         else:
             st.last.append(rec)
+        self.log.last = rec
         self.pending(key, tw, rec)
         return rec
 
@@ -739,7 +741,7 @@ cdef class Recorder:
         fast and, for the latter, what its general record makes of it).
         False: anything else, the general record's (nothing done)."""
         cdef AccessFields rec
-        cdef Py_ssize_t held = a.nbytes, k, tsize, lo, n, described
+        cdef Py_ssize_t held = a.nbytes, k, lo, n
         cdef int line
         cdef _Target t
         W = self.of(win)
@@ -769,8 +771,9 @@ cdef class Recorder:
             else:
                 dtype = self.dtype_of(origin)[1]
                 described = held if count is None else count * cnp.PyArray_ITEMSIZE(<cnp.ndarray>origin)
-            # the base call took it: a Put's target may describe more than the origin holds, a Get's origin
-            # may hold more than the target describes
+            # the base call took it: a Put's target may describe more than the origin holds (a count
+            # past 64 bits of bytes too: a Python int here), a Get's origin may hold more than the
+            # target describes
             n = min(described, held) if not receives else described
             lo = target[0] * t.du
         code = hixl_rec_frame(self.own, &line)

@@ -94,7 +94,18 @@ def _shape(t, origin, target, receives):
         hi = ob.address + int(max(o + n for o, n in ob.blocks))
     else:
         lo = hi = ob.address
-    return _merge(tblk), (dtype.str if dtype is not None else None), lo, hi, ob.obj
+    return _merge(tblk), (dtype.str if dtype is not None else None), lo, hi, _kept(origin, ob)
+
+
+def _kept(user, ob):
+    """What a buffer in use keeps for its checksum at completion: the
+    program's own object where it is one whole buffer (a bytearray, an
+    array.array), not as_buffer's view of it, whose export would keep the
+    program from resizing it (that store is the race to report, not a
+    BufferError the program would not otherwise see)."""
+    if not isinstance(user, (np.ndarray, list, tuple)) and ob.obj is not user:
+        return user
+    return ob.obj
 
 
 def _span(buf, writable):
@@ -103,7 +114,7 @@ def _span(buf, writable):
         a = _addr(buf)
         return a, a + buf.nbytes, buf
     ob = as_buffer(buf, writable=writable, name="result")
-    return ob.address, ob.address + ob.nbytes, ob.obj
+    return ob.address, ob.address + ob.nbytes, _kept(buf, ob)
 
 
 class CheckedRequest(Request):
@@ -182,9 +193,10 @@ def make_class(Win, det):
                                                                   else None)
             if last is not None and last.snap is snap and last.done is None:
                 last.count += 1
-                rec = last
+                rec = det.log.last = last
             else:
-                if last is not None and last.epoch == clock.fe and last.done is not None:  # Log.add's growth
+                if (last is not None and last is det.log.last and last.epoch == clock.fe
+                        and last.done is not None):  # Log.add's growth
                     last.done = last.done_call = None
                     last.done_actor = last.thread
                     last.count += 1

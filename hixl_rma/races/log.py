@@ -80,6 +80,7 @@ class Log:
     def __init__(self, keep):
         self.keep = keep
         self.sites = {}
+        self.last = None  # the record the last access touched (the only one that may grow)
 
     def add(self, key, snap, make, epoch=None):
         """The record for ``key`` in this interval: the last one when it is
@@ -88,20 +89,24 @@ class Log:
 
         ``epoch``: the clock's foreign epoch (Clock.fe), for an RMA call
         whose record may grow over intervals: the last record, completed,
-        takes this access too while no other slot's counter grew since it
-        was made (its snapshot's other counters are the clock's), and is
-        pending again (returned as new). Such records are one interval
-        [first issued, last completed]: an access of another rank ordered
-        after one of them and before the next would need a counter of its
-        own in between, which would end the record."""
+        takes this access too while it is the last record this process
+        touched and no other slot's counter grew since it was made (its
+        snapshot's other counters are the clock's), and is pending again
+        (returned as new). Such a record is one interval [first issued,
+        last completed]: an access of another thread or rank ordered after
+        one of its accesses and before the next would need a counter of
+        its own in between, which would end the record, and an access of
+        this thread in between (a load, another call) ends it too."""
         s = self.sites.get(key)
         if s is None:
             s = self.sites[key] = _Site(self.keep)
         last = s.last[-1] if s.last else (s.first[-1] if s.first else None)
         if last is not None and last.snap is snap and (last.done is None or last.call in ("load", "store")):
             last.count += 1
+            self.last = last
             return last, False
-        if epoch is not None and last is not None and last.epoch == epoch and last.done is not None:
+        if (epoch is not None and last is not None and last is self.last and last.epoch == epoch
+                and last.done is not None):
             last.done = last.done_call = None
             last.done_actor = last.thread
             last.count += 1
@@ -109,18 +114,16 @@ class Log:
         rec = make()
         if epoch is not None:
             rec.epoch = epoch
-        s.seen += 1
-        if len(s.first) < self.keep:
-            s.first.append(rec)
-        else:
-            s.last.append(rec)
+        self.put(key, rec, s)
         return rec, True
 
-    def put(self, key, rec):
+    def put(self, key, rec, s=None):
         """Add a new record (the caller checked it is not the last one again, nor one to grow)."""
-        s = self.sites.get(key)
         if s is None:
-            s = self.sites[key] = _Site(self.keep)
+            s = self.sites.get(key)
+            if s is None:
+                s = self.sites[key] = _Site(self.keep)
+        self.last = rec
         s.seen += 1
         if len(s.first) < self.keep:
             s.first.append(rec)

@@ -333,6 +333,31 @@ def test_c_and_python_records_report_the_same_for_fences_and_atomics(tmp_path, f
     assert c["records"] == 8 + (not fixed), c  # the loop's three Fetch_and_ops: one record, grown
 
 
+@pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
+def test_a_record_does_not_grow_over_the_loads_between_its_accesses(tmp_path, pure):
+    """A Put per fence epoch, its target read between them: the Put's
+    record may not grow into one interval over those loads (it did, and the
+    loads looked unordered with it); a Put+Flush loop's record does grow."""
+    prog = tmp_path / "epochs.py"
+    prog.write_text(
+        "import numpy as np\nfrom mpi4py import MPI\nimport hixl_rma\n"
+        "comm = MPI.COMM_WORLD\nsub = comm.Split(comm.rank, 0)\n"
+        "mem = np.zeros(4, np.int64)\nwin = hixl_rma.Win.Create(mem, 8, comm=sub)\nwin.Fence()\n"
+        "for e in range(5):\n    win.Put(np.full(4, e, np.int64), 0)\n    win.Fence()\n"
+        "    assert mem[0] == e\n    win.Fence()\n"
+        "win.Lock(0)\nsrc = np.ones(4, np.int64)\n"
+        "for e in range(50):\n    win.Put(src, 0)\n    win.Flush(0)\n"
+        "win.Unlock(0)\nwin.Free()\n")
+    out = tmp_path / "epochs.json"
+    p = _run(["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)],
+             env={"HIXL_RMA_RACE_PURE": pure})
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = json.loads(out.read_text())
+    assert rep["races"] == 0 and rep["warnings"] == 0, rep
+    # per rank: 5 Put records and 5 loads (mem[0] == e), and the loop's 50 Puts in one record
+    assert rep["records"] == 2 * (5 + 5 + 1), rep
+
+
 def test_an_atomic_with_a_bad_rank_names_the_window_not_the_clocks(tmp_path):
     prog = tmp_path / "bad.py"
     prog.write_text(

@@ -209,8 +209,10 @@ cdef inline bint _c_array(obj, _Arr *out):
     return True
 
 
-# Not tracked by the cyclic GC: they reach no container that reaches them
-# back (a loop of RMA calls made thousands, each collection walked them).
+# _untracked: records and buffers in use are not tracked by the cyclic GC
+# (their Python subclasses are, as heap types; the record untracks each one
+# it makes): they reach no object that reaches them back, and a loop of RMA
+# calls made thousands that every full collection walked.
 @cython.no_gc
 cdef class AccessFields:
     """The storage of log.Access."""
@@ -674,6 +676,7 @@ cdef class Recorder:
         if snap is None:
             snap = clock._snap = tuple(clock.c)
         rec = <AccessFields>_new(self.Access)
+        PyObject_GC_UnTrack(rec)  # see _untracked
         rec.epoch = clock.fe
         rec.win, rec.target, rec.call, rec.op, rec.dtype, rec.rank, rec.snap = key, tw, call, op, dtype, self.rank, snap
         rec.blocks = (<AccessFields>o).blocks if o is not None else (((lo, lo + n),) if n else ())
@@ -712,6 +715,7 @@ cdef class Recorder:
                     and u.crc == crc and u.site == where_ and u.writes == writes):
                 return  # the same use again (a loop of Puts of one buffer): one is enough
         nu = <UseFields>_new(self.LocalUse)
+        PyObject_GC_UnTrack(nu)  # see _untracked
         nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, writes
         nu.obj, nu.crc, nu.rec, nu.call, nu.site = obj, crc, rec, call, where_
         self.local.append(nu)

@@ -223,10 +223,12 @@ win.Free()
 """
 
 
-def _report(tmp_path, pure, fixed):
-    prog = tmp_path / "recorded.py"
-    prog.write_text(_RECORDED)
-    out = tmp_path / f"report-{pure}-{fixed}.json"
+def _report(tmp_path, pure, fixed, program=None, name="recorded"):
+    """The JSON report of ``program`` (_RECORDED) under the detector, the C
+    record (pure "0") or the Python one ("1"), without addresses."""
+    prog = tmp_path / f"{name}.py"
+    prog.write_text(program or _RECORDED)
+    out = tmp_path / f"{name}-{pure}-{fixed}.json"
     args = ["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)] + (["--fixed"] if fixed else [])
     p = _run(args, env={"HIXL_RMA_RACE_PURE": pure})
     assert p.returncode == 0, p.stdout + p.stderr
@@ -234,23 +236,6 @@ def _report(tmp_path, pure, fixed):
     for r in rep["reports"]:
         r.pop("address", None)  # an origin buffer's: this process's
     return rep
-
-
-@pytest.mark.parametrize("fixed", [False, True], ids=["racy", "race-free"])
-def test_c_and_python_records_report_the_same(tmp_path, fixed):
-    pytest.importorskip("hixl_rma.races._record")
-    c, py = _report(tmp_path, "0", fixed), _report(tmp_path, "1", fixed)
-    assert c == py
-    if fixed:
-        assert c["races"] == 0 and c["warnings"] == 0, c
-    else:
-        scopes = {(r["scope"], r["a"]["call"], r["b"]["call"]) for r in c["reports"]}
-        assert ("origin buffer", "Put", "store") in scopes, c    # src[0] = i, big[3] = i before the Flush
-        assert ("origin buffer", "Get", "Get") in scopes, c      # two Gets into dst
-        assert ("target", "Put", "load") in scopes, c            # the Put and rank 1's load
-        # src's and big's stores, each seen by the line watch and by the checksum at the Flush
-        assert sum(s[0] == "origin buffer" and s[2] == "store" for s in
-                   ((r["scope"], r["a"]["call"], r["b"]["call"]) for r in c["reports"])) == 4, c
 
 
 # Fence epochs and atomics (recorded in C since the Fence and the atomics
@@ -304,33 +289,41 @@ win.Free()
 """
 
 
-def _synced(tmp_path, pure, fixed):
-    prog = tmp_path / "synced.py"
-    prog.write_text(_SYNCED)
-    out = tmp_path / f"synced-{pure}-{fixed}.json"
-    args = ["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)] + (["--fixed"] if fixed else [])
-    p = _run(args, env={"HIXL_RMA_RACE_PURE": pure})
-    assert p.returncode == 0, p.stdout + p.stderr
-    rep = json.loads(out.read_text())
-    for r in rep["reports"]:
-        r.pop("address", None)
-    return rep
-
-
-@pytest.mark.parametrize("fixed", [False, True], ids=["racy", "race-free"])
-def test_c_and_python_records_report_the_same_for_fences_and_atomics(tmp_path, fixed):
-    pytest.importorskip("hixl_rma.races._record")
-    c, py = _synced(tmp_path, "0", fixed), _synced(tmp_path, "1", fixed)
-    assert c == py
+def _expect_recorded(c, fixed):
     if fixed:
-        assert c["races"] == 0 and c["warnings"] == 0, c
-    else:
+        return
+    scopes = {(r["scope"], r["a"]["call"], r["b"]["call"]) for r in c["reports"]}
+    assert ("origin buffer", "Put", "store") in scopes, c    # src[0] = i, big[3] = i before the Flush
+    assert ("origin buffer", "Get", "Get") in scopes, c      # two Gets into dst
+    assert ("target", "Put", "load") in scopes, c            # the Put and rank 1's load
+    # src's and big's stores, each seen by the line watch and by the checksum at the Flush
+    assert sum(s[0] == "origin buffer" and s[2] == "store" for s in
+               ((r["scope"], r["a"]["call"], r["b"]["call"]) for r in c["reports"])) == 4, c
+
+
+def _expect_synced(c, fixed):
+    if not fixed:
         pairs = {(r["scope"], r["a"]["call"], r["b"]["call"]) for r in c["reports"]}
         assert ("target", "Put", "Get") in pairs, c                                    # one fence epoch
         assert {("target", "Put", "Accumulate"), ("target", "Accumulate", "Put")} & pairs, c
         assert ("origin buffer", "Fetch_and_op", "Fetch_and_op") in pairs, c          # res twice, unflushed
         assert c["races"] == 3, c
     assert c["records"] == 8 + (not fixed), c  # the loop's three Fetch_and_ops: one record, grown
+
+
+_PROGRAMS = {"puts": (_RECORDED, _expect_recorded), "fences_atomics": (_SYNCED, _expect_synced)}
+
+
+@pytest.mark.parametrize("fixed", [False, True], ids=["racy", "race-free"])
+@pytest.mark.parametrize("which", sorted(_PROGRAMS))
+def test_c_and_python_records_report_the_same(tmp_path, which, fixed):
+    pytest.importorskip("hixl_rma.races._record")
+    program, expect = _PROGRAMS[which]
+    c, py = _report(tmp_path, "0", fixed, program, which), _report(tmp_path, "1", fixed, program, which)
+    assert c == py
+    if fixed:
+        assert c["races"] == 0 and c["warnings"] == 0, c
+    expect(c, fixed)
 
 
 @pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])

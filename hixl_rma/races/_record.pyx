@@ -74,37 +74,9 @@ cdef extern from *:
         return (Py_ssize_t)extra == 2;
     }
 
-    /* (code, line) of the innermost running frame that is not hixl_rma's own
-       code, or of the outermost frame when all are (detector.site_of's answer). */
-    static PyObject *hixl_rec_site(PyObject *own) {
-        PyFrameObject *f = PyEval_GetFrame();
-        if (f == NULL) {
-            PyErr_SetString(PyExc_RuntimeError, "race detector: a call with no Python frame");
-            return NULL;
-        }
-        Py_INCREF(f);
-        for (;;) {
-            PyCodeObject *code = PyFrame_GetCode(f);
-            int mine = hixl_rec_own(own, code);
-            if (mine < 0) {
-                Py_DECREF(code);
-                Py_DECREF(f);
-                return NULL;
-            }
-            PyFrameObject *back = mine ? PyFrame_GetBack(f) : NULL;
-            if (back == NULL) {
-                PyObject *res = Py_BuildValue("(Ni)", (PyObject *)code, PyFrame_GetLineNumber(f));
-                Py_DECREF(f);
-                return res;
-            }
-            Py_DECREF(code);
-            Py_DECREF(f);
-            f = back;
-        }
-    }
-
-    /* The code object (a new reference) of the same frame hixl_rec_site
-       finds, its line in *line: no tuple made. */
+    /* The code object (a new reference) of the innermost running frame that
+       is not hixl_rma's own code, or of the outermost frame when all are
+       (detector.site_of's answer); its line in *line. */
     static PyObject *hixl_rec_frame(PyObject *own, int *line) {
         PyFrameObject *f = PyEval_GetFrame();
         if (f == NULL) {
@@ -130,6 +102,13 @@ cdef extern from *:
             Py_DECREF(f);
             f = back;
         }
+    }
+
+    /* (code, line) of that frame. */
+    static PyObject *hixl_rec_site(PyObject *own) {
+        int line = 0;
+        PyObject *code = hixl_rec_frame(own, &line);
+        return code == NULL ? NULL : Py_BuildValue("(Ni)", code, line);
     }
 
     /* zlib's crc32 (the same polynomial, initial value and final xor). */
@@ -382,6 +361,18 @@ def _checksum_of(obj):
     """detector.checksum(obj) as this module computes it (for the tests)."""
     from .detector import checksum
     return fast_checksum(obj, checksum)
+
+
+cdef object _by_identity(list cache, obj, fn):
+    """fn(obj), remembered by obj's identity (MPI.Op and MPI.Datatype are
+    not hashable): the first 64 objects asked about are kept."""
+    for o, v in cache:
+        if o is obj:
+            return v
+    v = fn(obj)
+    if len(cache) < 64:
+        cache.append((obj, v))
+    return v
 
 
 cdef class _WinRec:
@@ -730,14 +721,8 @@ cdef class Recorder:
 
     cdef object spec_type(self, datatype):
         """(size, base dtype str) of a contiguous datatype (its one block at 0
-        as long as its extent), else None; remembered by identity."""
-        for o, info in self.types:
-            if o is datatype:
-                return info
-        info = self.type_info(datatype)
-        if len(self.types) < 64:
-            self.types.append((datatype, info))
-        return info
+        as long as its extent), else None."""
+        return _by_identity(self.types, datatype, self.type_info)
 
     cdef bint fast(self, win, str call, origin, _Arr *a, target_rank, target, bint receives) except -1:
         """Put/Get of a C-contiguous ndarray at an int displacement, or at a
@@ -797,14 +782,8 @@ cdef class Recorder:
     # ------------------------------------------------------------ atomics
 
     cdef object name_of(self, op):
-        """checked._opname(op), remembered by identity (an MPI.Op is not hashable)."""
-        for o, n in self.ops:
-            if o is op:
-                return n
-        n = self.opname(op)
-        if len(self.ops) < 64:
-            self.ops.append((op, n))
-        return n
+        """checked._opname(op)."""
+        return _by_identity(self.ops, op, self.opname)
 
     cdef int atomic_issue(self, _WinRec W, target_rank) except -1:
         """Before an atomic: this rank's clock to its row of the target's
@@ -909,6 +888,26 @@ cdef class Recorder:
         else:
             self.local.clear()
 
+    cdef int complete(self, _WinRec W, _Target t, str call) except -1:
+        """Under the mutex: this rank's accesses of W to t (None: to every
+        target) are complete, remotely and locally, at a new tick
+        (Detector.complete)."""
+        cdef AccessFields r
+        clock = self.clock()
+        me = clock.me
+        now = _tick(clock)
+        if self.pend:
+            lists = [self.pend.get(t.pk)] if t is not None else [v for k, v in self.pend.items() if k[0] == W.key]
+            for recs in lists:
+                if recs:  # kept, emptied: the next access at this target appends to it
+                    for o in recs:
+                        r = <AccessFields>o
+                        r.done, r.done_call, r.done_actor = now, call, me
+                    del (<list>recs)[:]
+        if self.local.items:
+            self.complete_local(W.key, t.tw if t is not None else None, call)
+        return 0
+
     cpdef flushed(self, win, rank):
         """Flush(rank): what this rank did to rank is complete, remotely and
         locally (checked.py's flushed)."""
@@ -922,18 +921,7 @@ cdef class Recorder:
         tw = t.tw
         taken = self.enter()
         try:
-            clock = self.clock()
-            me = clock.me
-            now = _tick(clock)
-            if self.pend:
-                recs = self.pend.get(t.pk)
-                if recs:  # kept, emptied: the next access at this target appends to it
-                    for o in recs:
-                        r = <AccessFields>o
-                        r.done, r.done_call, r.done_actor = now, _FLUSH, me
-                    del (<list>recs)[:]
-            if self.local.items:
-                self.complete_local(W.key, tw, _FLUSH)
+            self.complete(W, t, _FLUSH)
         finally:
             self.leave(taken)
         if rank in W.atomics:
@@ -953,19 +941,9 @@ cdef class Recorder:
         W = self.of(win)
         if W.core.freed:
             W.core.check_live("Fence")  # a freed window says so, not its clock window
-        wkey = W.key
         taken = self.enter()
         try:
-            clock = self.clock()
-            me = clock.me
-            now = _tick(clock)
-            if self.pend:
-                for pk in [pk for pk in self.pend if pk[0] == wkey]:
-                    for o in self.pend.pop(pk):
-                        r = <AccessFields>o
-                        r.done, r.done_call, r.done_actor = now, "Fence", me
-            if self.local:
-                self.complete_local(wkey, None, "Fence")
+            self.complete(W, None, "Fence")
         finally:
             self.leave(taken)
         if W.atomics:
@@ -1030,58 +1008,43 @@ def make_calls(Win, Recorder r, Busy tls, python):
         finally:
             tls.set(False)
 
-    def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=SUM):
-        """Get_accumulate of one element (recorded by the race detector)."""
+    def atomic(self, base, python, str call, origin, result, compare, target_rank, target, op, tuple args):
+        """An atomic: recorded in C where it can be, else by ``python``
+        (``args``: the call's arguments after the window)."""
         if tls.get():
-            return base_fop(self, origin, result, target_rank, target_disp, op)
+            return base(self, *args)
         tls.set(True)
         try:
-            done = r.atomic(self, base_fop, "Fetch_and_op", origin, result, None, target_rank, target_disp, op)
+            done = r.atomic(self, base, call, origin, result, compare, target_rank, target, op)
         finally:
             tls.set(False)
         if not done:
-            py_fop(self, origin, result, target_rank, target_disp, op)
+            python(self, *args)
+
+    def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=SUM):
+        """Get_accumulate of one element (recorded by the race detector)."""
+        atomic(self, base_fop, py_fop, "Fetch_and_op", origin, result, None, target_rank, target_disp, op,
+               (origin, result, target_rank, target_disp, op))
 
     def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
         """Store origin at the target if it equals compare (recorded by the race detector)."""
-        if tls.get():
-            return base_cas(self, origin, compare, result, target_rank, target_disp)
+        args = (origin, compare, result, target_rank, target_disp)
         if compare is None:  # the base call says what is wrong
-            return py_cas(self, origin, compare, result, target_rank, target_disp)
-        tls.set(True)
-        try:
-            done = r.atomic(self, base_cas, "Compare_and_swap", origin, result, compare, target_rank, target_disp,
-                            None)
-        finally:
-            tls.set(False)
-        if not done:
-            py_cas(self, origin, compare, result, target_rank, target_disp)
+            return py_cas(self, *args)
+        atomic(self, base_cas, py_cas, "Compare_and_swap", origin, result, compare, target_rank, target_disp, None,
+               args)
 
     def Accumulate(self, origin, target_rank, target=None, op=SUM):
         """Element-wise atomic target = op(target, origin) (recorded by the race detector)."""
-        if tls.get():
-            return base_acc(self, origin, target_rank, target, op)
-        tls.set(True)
-        try:
-            done = r.atomic(self, base_acc, "Accumulate", origin, None, None, target_rank, target, op)
-        finally:
-            tls.set(False)
-        if not done:
-            py_acc(self, origin, target_rank, target, op)
+        atomic(self, base_acc, py_acc, "Accumulate", origin, None, None, target_rank, target, op,
+               (origin, target_rank, target, op))
 
     def Get_accumulate(self, origin, result, target_rank, target=None, op=SUM):
         """Accumulate returning the previous target values (recorded by the race detector)."""
-        if tls.get():
-            return base_gacc(self, origin, result, target_rank, target, op)
+        args = (origin, result, target_rank, target, op)
         if result is None:  # the base call says what is wrong
-            return py_gacc(self, origin, result, target_rank, target, op)
-        tls.set(True)
-        try:
-            done = r.atomic(self, base_gacc, "Get_accumulate", origin, result, None, target_rank, target, op)
-        finally:
-            tls.set(False)
-        if not done:
-            py_gacc(self, origin, result, target_rank, target, op)
+            return py_gacc(self, *args)
+        atomic(self, base_gacc, py_gacc, "Get_accumulate", origin, result, None, target_rank, target, op, args)
 
     return {"Put": Put, "Get": Get, "Flush": Flush, "Fence": Fence, "Fetch_and_op": Fetch_and_op,
             "Compare_and_swap": Compare_and_swap, "Accumulate": Accumulate, "Get_accumulate": Get_accumulate}

@@ -111,6 +111,17 @@ cdef extern from *:
         return code == NULL ? NULL : Py_BuildValue("(Ni)", code, line);
     }
 
+    /* A clock row into a peer's mapped memory, slot by slot (a reader never
+       sees a torn counter), visible before what this thread does next. */
+    static inline void hixl_rec_store_row(long long *dst, const long long *src, Py_ssize_t n) {
+        for (Py_ssize_t i = 0; i < n; i++) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    }
+    /* Before loading rows a peer may store into: what it stored before the
+       synchronization this thread has seen is visible. */
+    static inline void hixl_rec_acquire(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+    static inline long long hixl_rec_load(const long long *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
+
     /* zlib's crc32 (the same polynomial, initial value and final xor). */
     static uint32_t hixl_rec_crc_table[256];
     static void hixl_rec_crc_init(void) {
@@ -129,6 +140,9 @@ cdef extern from *:
     int hixl_rec_configure()
     object hixl_rec_site(object own)
     object hixl_rec_frame(object own, int *line)
+    void hixl_rec_store_row(long long *dst, const long long *src, Py_ssize_t n)
+    void hixl_rec_acquire()
+    long long hixl_rec_load(const long long *p)
     void hixl_rec_crc_init()
     uint32_t hixl_rec_crc32(const unsigned char *p, Py_ssize_t n)
 
@@ -378,8 +392,9 @@ cdef object _by_identity(list cache, obj, fn):
 cdef class _WinRec:
     """What the record keeps of one checked window: its core, its WinInfo, its
     targets' (world rank, disp_unit), and its clock window's calls and rows."""
-    cdef object core, info, key, targets, atomics, cw, put, get, flush, rows, mem
+    cdef object core, info, key, targets, atomics, cw, put, get, flush, rows, mem, peers
     cdef _Target last  # the last call's target
+    cdef vector[long long *] peer_p  # each peer's clock memory where mapped here (cw.peers), else NULL
     cdef const long long *rows_p  # cw._rows: nc rows read from a peer
     cdef const long long *mem_p  # cw.mem: this rank's clock window memory
     cdef Py_ssize_t nc, nw, me, fence_at, atomic_at
@@ -395,6 +410,20 @@ cdef class _WinRec:
         self.nc, self.nw, self.me = cw.nc, cw.nw, cw.me
         self.fence_at, self.atomic_at = cw.FENCE, cw.ATOMIC
         self.fences = cw.fences
+        self.peers = list(cw.peers)  # kept: the pointers below are theirs
+        for v in self.peers:
+            self.peer_p.push_back(<long long *>cnp.PyArray_DATA(<cnp.ndarray>v) if v is not None else NULL)
+
+    cdef int send(self, arr, Py_ssize_t q, Py_ssize_t off) except -1:
+        """This rank's clock (an int64 array) into peer q's slots at off:
+        stored where q's memory is mapped here, else a Put and a Flush."""
+        if self.peer_p[q] != NULL:
+            hixl_rec_store_row(self.peer_p[q] + off, <const long long *>cnp.PyArray_DATA(<cnp.ndarray>arr),
+                               self.nw)
+        else:
+            self.put(arr, q, off)
+            self.flush(q)
+        return 0
 
     cdef _Target target(self, target_rank):
         """What the record needs of target_rank."""
@@ -431,14 +460,16 @@ cdef inline object _tick(ClockFields clock):
 cdef int _merge_rows(ClockFields clock, const long long *rows, Py_ssize_t nrows, Py_ssize_t nw) except -1:
     """Clock.merge of the rows' element-wise maximum."""
     cdef Py_ssize_t i, k
-    cdef long long m
+    cdef long long m, v
     cdef list c = clock.c
     cdef Py_ssize_t me = clock.me
+    hixl_rec_acquire()
     for i in range(nw):
-        m = rows[i]
+        m = hixl_rec_load(rows + i)
         for k in range(1, nrows):
-            if rows[k * nw + i] > m:
-                m = rows[k * nw + i]
+            v = hixl_rec_load(rows + k * nw + i)
+            if v > m:
+                m = v
         if m > <long long>c[i]:
             c[i] = m
             if i != me:
@@ -795,20 +826,24 @@ cdef class Recorder:
             arr = self.release(clock)
         finally:
             self.leave(taken)
-        W.put(arr, target_rank, W.atomic_at + W.me * W.nw)
-        W.flush(target_rank)
+        W.send(arr, target_rank, W.atomic_at + W.me * W.nw)
         return 0
 
     cdef int atomic_read(self, _WinRec W, rank) except -1:
         """An atomic at rank completed: what every origin of atomics left
         there orders this rank (checked.py's atomics_done)."""
+        cdef const long long *rows = W.peer_p[<Py_ssize_t>rank]
         W.atomics.discard(rank)
-        W.get(W.rows, rank, W.atomic_at)
-        W.flush(rank)
+        if rows != NULL:  # mapped here: loaded in place
+            rows += W.atomic_at
+        else:
+            W.get(W.rows, rank, W.atomic_at)
+            W.flush(rank)
+            rows = W.rows_p
         taken = self.enter()
         try:
             clock = self.clock()
-            _merge_rows(clock, W.rows_p, W.nc, W.nw)
+            _merge_rows(clock, rows, W.nc, W.nw)
             _tick(clock)
         finally:
             self.leave(taken)
@@ -957,8 +992,7 @@ cdef class Recorder:
         row = W.fence_at + (parity * W.nc + W.me) * W.nw
         for q in range(W.nc):
             if q != W.me:
-                W.put(arr, q, row)
-                W.flush(q)
+                W.send(arr, q, row)
         base(win, assertion)
         W.fences += 1
         taken = self.enter()

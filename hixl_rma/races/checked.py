@@ -598,12 +598,12 @@ def make_class(Win, det):
             info = info_of(self)
             sync(self, None, "Free")
             base(self)
+            det.forget(info.key)  # the C record's views of the clock window's mappings go first
             info.clocks.free()
             with det.mutex:
                 det.ranges = [r for r in det.ranges if r[2] is not info]
                 det.freed[info.key] = info.label  # its records keep only the name
                 del det.windows[info.key]
-            det.forget(info.key)
 
     def notified(win, target_rank):
         """The notification to target_rank orders what this rank did before it;

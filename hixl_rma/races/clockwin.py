@@ -29,7 +29,10 @@ the target).
 
 Writes go to the peer's memory and are flushed before the real call that
 synchronizes, so a reader after that call sees them. On one node the
-hidden window is mapped memory: a Put is a memcpy.
+hidden window is mapped memory: a Put is a memcpy, and ``peers`` holds
+each peer's memory (``Shared_query``), where the C record stores and
+loads the Fence's and the atomics' clocks itself, slot by slot, with no
+Put, Get or Flush.
 """
 import numpy as np
 from mpi4py import MPI
@@ -60,6 +63,14 @@ class ClockWindow:
         self.fences = 0
         self._tmp = np.zeros(nworld, np.int64)
         self._rows = np.zeros(nc * nworld, np.int64)
+        self.peers = [self._mapped(q) for q in range(nc)]
+
+    def _mapped(self, q):
+        """Peer q's memory as int64 where it is mapped here, else None."""
+        if q == self.me:
+            return None
+        buf, _ = self.win.Shared_query(q)
+        return np.frombuffer(buf, np.int64) if len(buf) else None
 
     def _put(self, clock, rank, off):
         # an int displacement (disp_unit 8) and an int64 origin: the window's hot path
@@ -140,6 +151,7 @@ class ClockWindow:
         return self._rows_max(rank, self.ATOMIC)
 
     def free(self):
+        self.peers = [None] * self.nc  # views of the peers' mappings: gone before the window
         self.win.Unlock_all()
         self.win.Free()
 

@@ -946,8 +946,6 @@ cdef class Recorder:
     cpdef flushed(self, win, rank):
         """Flush(rank): what this rank did to rank is complete, remotely and
         locally (checked.py's flushed)."""
-        cdef ClockFields clock
-        cdef AccessFields r
         cdef _Target t
         if self.tls.get() or rank == self.proc_null:
             return
@@ -970,7 +968,6 @@ cdef class Recorder:
         every peer's fence row, the base Fence, then the peers' rows are
         taken in (checked.py's Fence)."""
         cdef ClockFields clock
-        cdef AccessFields r
         cdef Py_ssize_t q, row, parity
         self.what = "Fence"
         W = self.of(win)

@@ -195,11 +195,7 @@ def make_class(Win, det):
                 last.count += 1
                 rec = det.log.last = last
             else:
-                if (last is not None and last is det.log.last and last.epoch == clock.fe
-                        and last.done is not None):  # Log.add's growth
-                    last.done = last.done_call = None
-                    last.done_actor = last.thread
-                    last.count += 1
+                if det.log.regrow(last, clock.fe):
                     rec = last
                 else:
                     rec = Access(key, tw, blocks, call, None, None, det.rank, snap, where_, th)

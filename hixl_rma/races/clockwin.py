@@ -101,10 +101,9 @@ class ClockWindow:
         return self._rows.reshape(self.nc, self.nw).max(axis=0)
 
     def lock_in(self, rank, exclusive):
-        if exclusive:
-            self.win.Get(self._tmp, rank, self.LOCKX)
-            return np.maximum(self._tmp, self._rows_max(rank, self.LOCKS))
         self.win.Get(self._tmp, rank, self.LOCKX)
+        if exclusive:
+            return np.maximum(self._tmp, self._rows_max(rank, self.LOCKS))  # its Flush completes both Gets
         self.win.Flush(rank)
         return self._tmp.copy()
 

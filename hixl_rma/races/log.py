@@ -105,17 +105,24 @@ class Log:
             last.count += 1
             self.last = last
             return last, False
-        if (epoch is not None and last is not None and last is self.last and last.epoch == epoch
-                and last.done is not None):
-            last.done = last.done_call = None
-            last.done_actor = last.thread
-            last.count += 1
+        if epoch is not None and self.regrow(last, epoch):
             return last, True
         rec = make()
         if epoch is not None:
             rec.epoch = epoch
         self.put(key, rec, s)
         return rec, True
+
+    def regrow(self, last, epoch):
+        """add's growth: ``last`` (a site's last record) takes one more
+        access and is pending again, if it is complete, the last record
+        touched, and made at foreign epoch ``epoch``; whether it did."""
+        if last is None or last is not self.last or last.epoch != epoch or last.done is None:
+            return False
+        last.done = last.done_call = None
+        last.done_actor = last.thread
+        last.count += 1
+        return True
 
     def put(self, key, rec, s=None):
         """Add a new record (the caller checked it is not the last one again, nor one to grow)."""

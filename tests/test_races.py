@@ -399,5 +399,14 @@ def test_c_checksum_is_detector_checksum():
     for obj in (np.zeros(0, np.uint8), np.arange(8, dtype=np.uint8), rng.random(32), rng.random(33),
                 rng.random((10, 10))[:, ::2], np.zeros(300, "M8[s]"), np.zeros(100, ">i4"), rng.random(100) + 1j,
                 np.zeros(100, [("a", "i4"), ("b", "f8")]), np.asfortranarray(rng.random((20, 20))),
-                rng.random(1001)[1:], bytearray(300), np.zeros(100, np.float16)):
+                rng.random(1001)[1:], bytearray(300), np.zeros(100, np.float16), np.arange(3, dtype=np.uint8),
+                np.array([1.5]), np.arange(4, dtype=np.uint8)[::2], bytearray(b"\x01\x02\x03\x04\x05")):
         assert rec._checksum_of(obj) == checksum(obj), obj
+    # up to 8 bytes the checksum is their value: any change of one shows
+    small = np.arange(8, dtype=np.uint8)
+    seen = {checksum(small)}
+    for i in range(8):
+        small[i] ^= 0x80
+        seen.add(checksum(small))
+        assert rec._checksum_of(small) == checksum(small)
+    assert len(seen) == 9 and checksum(np.array([0x0102], "<u2")) == 0x0102

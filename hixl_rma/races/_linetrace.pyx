@@ -37,23 +37,67 @@ cdef extern from *:
 
     static PyObject *hixl_lt_arrays = NULL;    /* the types whose objects on_line looks at */
 
-    /* What name of one entry ((name, how, index, store)) is bound to in the
-       frame, as lines._resolve finds it: a borrowed reference; NULL with no
-       error when unbound; NULL with an error set when it cannot tell. */
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    /* 3.11 has no call that reads one local: the frame's locals dict
+       (PyFrame_GetLocals) copies every local on every line event of a
+       watched line, where the slot is one load. */
+    #ifndef Py_BUILD_CORE
+    #define Py_BUILD_CORE 1
+    #endif
+    #include "internal/pycore_frame.h"
+    #define HIXL_LT_SLOTS 1
+    #endif
+
+    /* What name of one entry ((name, how, index, store, slot)) is bound to
+       in the frame, as lines._resolve finds it: a new reference; NULL with
+       no error when unbound; NULL with an error set when it cannot tell. */
     static PyObject *hixl_lt_resolve(PyFrameObject *frame, PyObject *entry, PyObject **locals,
                                      PyObject **globals) {
-        PyObject *name = PyTuple_GET_ITEM(entry, 0), *how = PyTuple_GET_ITEM(entry, 1);
+        PyObject *name = PyTuple_GET_ITEM(entry, 0), *how = PyTuple_GET_ITEM(entry, 1), *obj;
+        Py_ssize_t slot = -1;
+        if (PyTuple_GET_SIZE(entry) >= 5 && PyLong_Check(PyTuple_GET_ITEM(entry, 4))) {
+            slot = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 4));
+            if (slot == -1 && PyErr_Occurred()) return NULL;
+        }
+        if (slot >= 0) {
+    #ifdef HIXL_LT_SLOTS
+            _PyInterpreterFrame *f = frame->f_frame;
+            if (slot >= f->f_code->co_nlocalsplus) {
+                PyErr_SetString(PyExc_IndexError, "slot past the frame's locals");  /* on_line decides */
+                return NULL;
+            }
+            obj = f->localsplus[slot];
+            /* a LOAD_DEREF slot holds the cell once the frame runs its lines */
+            if (obj != NULL && PyUnicode_CompareWithASCIIString(how, "LOAD_DEREF") == 0) {
+                if (!PyCell_Check(obj)) {
+                    PyErr_SetString(PyExc_TypeError, "free variable not a cell");
+                    return NULL;
+                }
+                obj = PyCell_GET(obj);
+            }
+            Py_XINCREF(obj);
+            return obj;
+    #elif PY_VERSION_HEX >= 0x030C0000
+            obj = PyFrame_GetVar(frame, name);
+            if (obj == NULL && PyErr_ExceptionMatches(PyExc_NameError)) PyErr_Clear();
+            return obj;
+    #endif
+        }
         if (*globals == NULL && (*globals = PyFrame_GetGlobals(frame)) == NULL) return NULL;
-        if (PyUnicode_CompareWithASCIIString(how, "LOAD_GLOBAL") == 0)
-            return PyDict_GetItemWithError(*globals, name);
+        if (PyUnicode_CompareWithASCIIString(how, "LOAD_GLOBAL") == 0) {
+            obj = PyDict_GetItemWithError(*globals, name);
+            Py_XINCREF(obj);
+            return obj;
+        }
         if (*locals == NULL && (*locals = PyFrame_GetLocals(frame)) == NULL) return NULL;
         if (!PyDict_Check(*locals)) {
             PyErr_SetString(PyExc_TypeError, "locals not a dict");  /* on_line decides */
             return NULL;
         }
-        PyObject *obj = PyDict_GetItemWithError(*locals, name);
+        obj = PyDict_GetItemWithError(*locals, name);
         if (obj == NULL && !PyErr_Occurred() && PyUnicode_CompareWithASCIIString(how, "LOAD_NAME") == 0)
             obj = PyDict_GetItemWithError(*globals, name);
+        Py_XINCREF(obj);
         return obj;
     }
 
@@ -61,6 +105,10 @@ cdef extern from *:
        its type's MRO, not isinstance's __class__ lookup, which an int or a
        function on a watched line paid on every line event. */
     static int hixl_lt_is_array(PyObject *obj) {
+        /* what a loop's lines name most: none of them a buffer */
+        if (obj == Py_None || PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) || PyList_CheckExact(obj) ||
+            PyTuple_CheckExact(obj) || PyUnicode_CheckExact(obj) || PyDict_CheckExact(obj) || PyBool_Check(obj))
+            return 0;
         if (!PyTuple_Check(hixl_lt_arrays)) return 1;
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(hixl_lt_arrays); k++) {
             PyObject *t = PyTuple_GET_ITEM(hixl_lt_arrays, k);
@@ -84,10 +132,49 @@ cdef extern from *:
                 continue;
             }
             if (hixl_lt_is_array(obj)) found = 1;
+            Py_DECREF(obj);
         }
         Py_XDECREF(locals);
         Py_XDECREF(globals);
         return found;
+    }
+
+    /* classify's {lineno: entries} as a tuple (first line, entries of it,
+       of the next, ...; None where a line has none): a line event indexes
+       it, where a dict lookup made an int object first. */
+    static PyObject *hixl_lt_lines(PyObject *table) {
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        long lo = 0, hi = -1;
+        if (!PyDict_Check(table)) {
+            PyErr_SetString(PyExc_TypeError, "race detector: a line table not a dict");
+            return NULL;
+        }
+        while (PyDict_Next(table, &pos, &k, &v)) {
+            long ln = PyLong_AsLong(k);
+            if (ln == -1 && PyErr_Occurred()) return NULL;
+            if (hi < lo) lo = hi = ln;
+            if (ln < lo) lo = ln;
+            if (ln > hi) hi = ln;
+        }
+        if (hi < lo) Py_RETURN_NONE;  /* no line to watch */
+        PyObject *t = PyTuple_New(hi - lo + 2);
+        if (t == NULL) return NULL;
+        PyObject *first = PyLong_FromLong(lo);
+        if (first == NULL) { Py_DECREF(t); return NULL; }
+        PyTuple_SET_ITEM(t, 0, first);
+        for (Py_ssize_t i = 1; i < PyTuple_GET_SIZE(t); i++) {
+            Py_INCREF(Py_None);
+            PyTuple_SET_ITEM(t, i, Py_None);
+        }
+        pos = 0;
+        while (PyDict_Next(table, &pos, &k, &v)) {
+            Py_ssize_t i = PyLong_AsLong(k) - lo + 1;
+            Py_INCREF(v);
+            Py_DECREF(PyTuple_GET_ITEM(t, i));  /* None, which the tuple held */
+            PyTuple_SET_ITEM(t, i, v);
+        }
+        return t;
     }
 
     static int hixl_lt_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
@@ -102,6 +189,7 @@ cdef extern from *:
         }
         if (extra == NULL) {
             PyObject *table = PyObject_CallOneArg(hixl_lt_classify, (PyObject *)code);
+            if (table != NULL && table != Py_None) Py_SETREF(table, hixl_lt_lines(table));
             if (table == NULL || HIXL_LT_SET_EXTRA((PyObject *)code, hixl_lt_index, table) < 0) {
                 Py_XDECREF(table);
                 Py_DECREF(code);
@@ -111,11 +199,11 @@ cdef extern from *:
         }
         Py_DECREF(code);
         if (extra == Py_None) return 0;
-        PyObject *line = PyLong_FromLong(PyFrame_GetLineNumber(frame));
-        if (line == NULL) return -1;
-        PyObject *entries = PyDict_GetItemWithError((PyObject *)extra, line);
-        Py_DECREF(line);
-        if (entries == NULL) return PyErr_Occurred() ? -1 : 0;
+        PyObject *lines = (PyObject *)extra;
+        Py_ssize_t i = (Py_ssize_t)PyFrame_GetLineNumber(frame) - PyLong_AsSsize_t(PyTuple_GET_ITEM(lines, 0)) + 1;
+        if (i < 1 || i >= PyTuple_GET_SIZE(lines)) return 0;
+        PyObject *entries = PyTuple_GET_ITEM(lines, i);
+        if (entries == Py_None) return 0;
         if (hixl_lt_arrays != NULL && !hixl_lt_names_buffer(frame, entries)) return 0;
         PyObject *r = PyObject_CallOneArg(hixl_lt_on_line, (PyObject *)frame);
         if (r == NULL) return -1;

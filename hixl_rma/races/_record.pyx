@@ -19,6 +19,9 @@ from cpython.object cimport PyObject, PyTypeObject
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object)
+    int PyList_SetSlice(object, Py_ssize_t, Py_ssize_t, PyObject *) except -1
+    PyObject *PyList_GET_ITEM(object, Py_ssize_t)
+    Py_ssize_t Py_REFCNT(PyObject *)
 from cpython.pythread cimport PyThread_get_thread_ident
 from cpython.weakref cimport PyWeakref_GetObject
 cimport cython
@@ -74,6 +77,28 @@ cdef extern from *:
         return (Py_ssize_t)extra == 2;
     }
 
+    /* The line a frame is at: a frame not being traced has its line found by
+       a walk over its code's line table from the start, on every call; the
+       answer for (code, instruction) is kept here. The cache holds its code
+       objects: an address is not reused for another code while kept. */
+    typedef struct { PyObject *code; int lasti; int line; } hixl_rec_line_entry;
+    static hixl_rec_line_entry hixl_rec_lines[256];
+
+    static int hixl_rec_line(PyFrameObject *f, PyCodeObject *code) {
+        int lasti = PyFrame_GetLasti(f);
+        size_t h = (((size_t)code >> 4) ^ (size_t)lasti * 40503u) & 255;
+        hixl_rec_line_entry *e = &hixl_rec_lines[h];
+        if (e->code == (PyObject *)code && e->lasti == lasti) return e->line;
+        int line = PyFrame_GetLineNumber(f);
+        if (lasti >= 0) {
+            Py_INCREF(code);
+            Py_XSETREF(e->code, (PyObject *)code);
+            e->lasti = lasti;
+            e->line = line;
+        }
+        return line;
+    }
+
     /* The code object (a new reference) of the innermost running frame that
        is not hixl_rma's own code, or of the outermost frame when all are
        (detector.site_of's answer); its line in *line. */
@@ -94,7 +119,7 @@ cdef extern from *:
             }
             PyFrameObject *back = mine ? PyFrame_GetBack(f) : NULL;
             if (back == NULL) {
-                *line = PyFrame_GetLineNumber(f);
+                *line = hixl_rec_line(f, code);
                 Py_DECREF(f);
                 return (PyObject *)code;
             }
@@ -136,6 +161,12 @@ cdef extern from *:
         for (Py_ssize_t i = 0; i < n; i++) c = hixl_rec_crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
         return c ^ 0xFFFFFFFFu;
     }
+    /* Up to 8 bytes: their value, little-endian (int.from_bytes(b, "little")). */
+    static unsigned long long hixl_rec_small(const unsigned char *p, Py_ssize_t n) {
+        unsigned long long v = 0;
+        for (Py_ssize_t i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+        return v;
+    }
     """
     int hixl_rec_configure()
     object hixl_rec_site(object own)
@@ -145,6 +176,7 @@ cdef extern from *:
     long long hixl_rec_load(const long long *p)
     void hixl_rec_crc_init()
     uint32_t hixl_rec_crc32(const unsigned char *p, Py_ssize_t n)
+    unsigned long long hixl_rec_small(const unsigned char *p, Py_ssize_t n)
 
 hixl_rec_crc_init()
 
@@ -227,17 +259,22 @@ ctypedef pair[size_t, PyObject *] _HiUse
 ctypedef pair[Py_ssize_t, PyObject *] _SeqUse
 
 
+cdef Py_ssize_t _LINEAR = 16  # up to this many uses, a scan finds the overlapping ones faster than the index
+
+
 cdef class Uses:
     """Detector.local: the origin and result buffers in use, in the order
-    they were taken (what iterating gives), indexed by address so that a new
-    one finds those it overlaps without looking at all of them (a loop of
-    4,096 Puts before one Flush looked at 8 million pairs)."""
+    they were taken (what iterating gives), indexed by address once there
+    are more than a few, so that a new one finds those it overlaps without
+    looking at all of them (a loop of 4,096 Puts before one Flush looked at
+    8 million pairs)."""
 
     cdef list items
     cdef multimap[size_t, _HiUse] by_lo  # lo -> (hi, the use); the items own the references
     cdef size_t span  # the longest hi - lo indexed since the last rebuild
     cdef Py_ssize_t seq
-    cdef bint exact  # every item is indexed (else overlapping() looks at all)
+    cdef bint exact  # every item is a UseFields (else overlapping() looks at all)
+    cdef bint indexed  # by_lo holds every item
 
     def __init__(self, items=()):
         self.replace(items)
@@ -257,33 +294,53 @@ cdef class Uses:
 
     cdef clear(self):
         """Keep none."""
-        self.by_lo.clear()  # before the old items go (the index borrows their references)
-        del self.items[:]
-        self.span, self.seq, self.exact = 0, 0, True
+        if self.indexed:
+            self.by_lo.clear()  # before the old items go (the index borrows their references)
+        PyList_SetSlice(self.items, 0, len(self.items), NULL)
+        self.span, self.seq, self.exact, self.indexed = 0, 0, True, False
+
+    cdef object clear_but_one(self):
+        """clear(); the one item there was, where nothing else holds it (a
+        spare the record fills again instead of making one), else None."""
+        cdef object one = None
+        if len(self.items) == 1 and Py_REFCNT(PyList_GET_ITEM(self.items, 0)) == 1:
+            one = <object>PyList_GET_ITEM(self.items, 0)
+        self.clear()
+        return one
 
     cpdef replace(self, items):
         """Keep only ``items`` (in their order)."""
-        self.by_lo.clear()  # before the old items go (the index borrows their references)
+        if self.indexed:
+            self.by_lo.clear()  # before the old items go (the index borrows their references)
         self.items = list(items)
-        self.span, self.seq, self.exact = 0, 0, True
+        self.span, self.seq, self.exact, self.indexed = 0, 0, True, False
         for u in self.items:
             self._index(u)
 
     cdef _index(self, u):
         cdef UseFields f
-        cdef size_t lo, hi
         if not self.exact:
             return
         if not isinstance(u, UseFields):
             self.exact = False
+            if self.indexed:
+                self.by_lo.clear()
+                self.indexed = False
             return
         f = <UseFields>u
-        lo, hi = f.lo, f.hi
         f.seq = self.seq
         self.seq += 1
-        if hi > lo and hi - lo > self.span:
-            self.span = hi - lo
-        self.by_lo.insert(pair[size_t, _HiUse](lo, _HiUse(hi, <PyObject *>u)))
+        if self.indexed:
+            self._insert(f)
+        elif len(self.items) > _LINEAR:
+            for o in self.items:
+                self._insert(<UseFields>o)
+            self.indexed = True
+
+    cdef inline void _insert(self, UseFields f):
+        if f.hi > f.lo and f.hi - f.lo > self.span:
+            self.span = f.hi - f.lo
+        self.by_lo.insert(pair[size_t, _HiUse](f.lo, _HiUse(f.hi, <PyObject *>f)))
 
     cpdef list overlapping(self, a, b):
         """The uses with lo < b and a < hi, in order."""
@@ -299,6 +356,8 @@ cdef class Uses:
         cdef UseFields u
         if not self.exact:
             return [u for u in self.items if u.lo < hi and lo < u.hi]
+        if not self.indexed:
+            return [o for o in self.items if (<UseFields>o).lo < hi and lo < (<UseFields>o).hi]
         # an item overlapping [lo, hi) starts after lo - span
         start = lo + 1 - self.span if lo + 1 > self.span else 0
         it = self.by_lo.lower_bound(start)
@@ -334,6 +393,8 @@ cdef object _sum_crc(const unsigned char *p, Py_ssize_t n):
     """detector.checksum's value of n bytes at p (a C-contiguous buffer)."""
     cdef Py_ssize_t words, i
     cdef uint64_t s = 0, w
+    if n <= 8:
+        return hixl_rec_small(p, n)
     if n <= 256:
         return hixl_rec_crc32(p, n)
     words = n // 8
@@ -365,7 +426,7 @@ cpdef object fast_checksum(obj, slow):
     cdef _Arr a
     if _c_array(obj, &a):
         if a.nbytes <= 256:
-            return hixl_rec_crc32(<const unsigned char *>a.addr, a.nbytes)
+            return _sum_crc(<const unsigned char *>a.addr, a.nbytes)
         if _castable(obj):
             return _sum_crc(<const unsigned char *>a.addr, a.nbytes)
     return slow(obj)
@@ -478,12 +539,27 @@ cdef int _merge_rows(ClockFields clock, const long long *rows, Py_ssize_t nrows,
     return 0
 
 
+cdef int _done(recs, now, str call, me) except -1:
+    """The pending records in recs are complete at now (by call, of actor
+    me); the list is kept, emptied: the next access at its target appends
+    to it."""
+    cdef AccessFields r
+    if not recs:
+        return 0
+    for o in <list>recs:
+        r = <AccessFields>o
+        r.done, r.done_call, r.done_actor = now, call, me
+    PyList_SetSlice(recs, 0, len(<list>recs), NULL)
+    return 0
+
+
 cdef class Recorder:
     """The record of one detector's Put, Get, Flush, atomics and Fence."""
 
     cdef object det, windows, tl, lock, unlock, own, slow, atomics_done, checksum, opname, log
     cdef Busy tls
     cdef Uses local  # det.local
+    cdef UseFields spare  # a use the last completion freed, which nothing else holds (see use())
     cdef dict sites, pend, quick, recs
     # the last access's site and what found it
     cdef object h_code, h_key, h_tw, h_call, h_th, h_op, h_dtype, h_site, h_where
@@ -635,7 +711,7 @@ cdef class Recorder:
     cdef object crc(self, obj, _Arr *a):
         """detector.checksum(obj) of a C-contiguous ndarray."""
         if a.nbytes <= 256:
-            return hixl_rec_crc32(<const unsigned char *>a.addr, a.nbytes)
+            return _sum_crc(<const unsigned char *>a.addr, a.nbytes)
         if self.dtype_of(obj)[2]:
             return _sum_crc(<const unsigned char *>a.addr, a.nbytes)
         return self.checksum(obj)
@@ -661,13 +737,14 @@ cdef class Recorder:
             self.quick[qk] = o
         return o
 
-    cdef AccessFields access(self, key, tw, str call, op, dtype, Py_ssize_t lo, Py_ssize_t n, code, int line,
+    cdef AccessFields access(self, key, _Target t, str call, op, dtype, Py_ssize_t lo, Py_ssize_t n, code, int line,
                              ClockFields clock):
         """Detector.access under the mutex: the record of this call at this
         site in this interval (the last one again, grown, or a new pending
         one). The site's (code, line) is ``self.h_where`` after it."""
         cdef SiteFields st
         cdef AccessFields rec
+        tw, pk = t.tw, t.pk
         snap = clock._snap  # None: the clock changed since the last snapshot, made only for a new record
         th = clock.me
         # the last call's site again (a loop's): no key to build. tw and th are the same objects each
@@ -693,7 +770,7 @@ cdef class Recorder:
                 rec.done = rec.done_call = None
                 rec.done_actor = rec.thread
                 rec.count += 1
-                self.pending(key, tw, rec)
+                self.pending(pk, rec)
                 return rec
         if snap is None:
             snap = clock._snap = tuple(clock.c)
@@ -709,11 +786,11 @@ cdef class Recorder:
         else:
             st.last.append(rec)
         self.log.last = rec
-        self.pending(key, tw, rec)
+        self.pending(pk, rec)
         return rec
 
-    cdef inline int pending(self, key, tw, AccessFields rec) except -1:
-        pk = (key, tw)
+    cdef inline int pending(self, pk, AccessFields rec) except -1:
+        """rec is not remotely complete: pk (the target's (window key, world rank)) has it pending."""
         p = self.pend.get(pk)
         if p is None:
             self.pend[pk] = [rec]
@@ -736,10 +813,17 @@ cdef class Recorder:
             if (u.rec is rec and u.obj is obj and u.lo == a and u.hi == b and u.req is None
                     and u.crc == crc and u.site == where_ and u.writes == writes):
                 return  # the same use again (a loop of Puts of one buffer): one is enough
-        nu = <UseFields>_new(self.LocalUse)
-        PyObject_GC_UnTrack(nu)  # see _untracked
-        nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, writes
-        nu.obj, nu.crc, nu.rec, nu.call, nu.site = obj, crc, rec, call, where_
+        nu = self.spare
+        self.spare = None
+        if (nu is not None and nu.rec is rec and nu.obj is obj and nu.lo == a and nu.hi == b and nu.req is None
+                and nu.site is where_ and nu.writes == writes and nu.win is key and nu.target is tw
+                and nu.call is call):
+            nu.crc = crc  # the last interval's use of this buffer, taken again (a loop's)
+        else:
+            nu = <UseFields>_new(self.LocalUse)
+            PyObject_GC_UnTrack(nu)  # see _untracked
+            nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, writes
+            nu.obj, nu.crc, nu.rec, nu.call, nu.site = obj, crc, rec, call, where_
         self.local.append(nu)
 
     cpdef moved(self, win, str call, origin, target_rank, target, bint receives):
@@ -799,7 +883,7 @@ cdef class Recorder:
         code = hixl_rec_frame(self.own, &line)
         taken = self.enter()
         try:
-            rec = self.access(W.key, t.tw, call, None, dtype, lo, n, code, line, self.clock())
+            rec = self.access(W.key, t, call, None, dtype, lo, n, code, line, self.clock())
             if held:
                 if receives:
                     self.use(W.key, t.tw, a.addr, a.addr + held, True, None, None, rec, call, self.h_where)
@@ -888,7 +972,7 @@ cdef class Recorder:
         code = hixl_rec_frame(self.own, &line)
         taken = self.enter()
         try:
-            rec = self.access(W.key, tw, call, opn, dtype, lo, o.nbytes, code, line, self.clock())
+            rec = self.access(W.key, t, call, opn, dtype, lo, o.nbytes, code, line, self.clock())
             where_ = self.h_where
             W.atomics.add(target_rank)
             if o.nbytes and not (call == "Get_accumulate" and opn == "NO_OP"):
@@ -909,19 +993,22 @@ cdef class Recorder:
         """The buffers in use by calls of window wkey (to tw; None: any) are
         free: a checksum that changed is a race (Detector._release_local)."""
         cdef UseFields u
-        cdef list keep = []
-        for o in self.local:
+        cdef list keep = None
+        for o in self.local.items:
             u = <UseFields>o
             if not ((u.win is wkey or u.win == wkey) and (tw is None or u.target is tw or u.target == tw)
                     and u.req is None):
+                if keep is None:
+                    keep = []
                 keep.append(u)
                 continue
             if u.crc is not None and self.checksum_of(u.obj) != u.crc:
                 self.det._changed(u, call, None)
+        o = u = None  # the item's only holder is the list again (see clear_but_one)
         if keep:
             self.local.replace(keep)
         else:
-            self.local.clear()
+            self.spare = self.local.clear_but_one()
 
     cdef int complete(self, _WinRec W, _Target t, str call) except -1:
         """Under the mutex: this rank's accesses of W to t (None: to every
@@ -932,13 +1019,12 @@ cdef class Recorder:
         me = clock.me
         now = _tick(clock)
         if self.pend:
-            lists = [self.pend.get(t.pk)] if t is not None else [v for k, v in self.pend.items() if k[0] == W.key]
-            for recs in lists:
-                if recs:  # kept, emptied: the next access at this target appends to it
-                    for o in recs:
-                        r = <AccessFields>o
-                        r.done, r.done_call, r.done_actor = now, call, me
-                    del (<list>recs)[:]
+            if t is not None:
+                _done(self.pend.get(t.pk), now, call, me)
+            else:
+                for k, v in self.pend.items():
+                    if k[0] == W.key:
+                        _done(v, now, call, me)
         if self.local.items:
             self.complete_local(W.key, t.tw if t is not None else None, call)
         return 0
@@ -1001,6 +1087,21 @@ cdef class Recorder:
             self.leave(taken)
 
 
+cdef object _atomic(Busy tls, Recorder r, win, base, python, str call, origin, result, compare, target_rank, target,
+                    op, tuple args):
+    """An atomic of make_calls': recorded in C where it can be, else by
+    ``python`` (``args``: the call's arguments after the window)."""
+    if tls.get():
+        return base(win, *args)
+    tls.set(True)
+    try:
+        done = r.atomic(win, base, call, origin, result, compare, target_rank, target, op)
+    finally:
+        tls.set(False)
+    if not done:
+        python(win, *args)
+
+
 def make_calls(Win, Recorder r, Busy tls, python):
     """CheckedWin's Put, Get, Flush, Fence and atomics, recording through
     ``r``: no Python frame. ``python``: the class whose methods record in
@@ -1039,43 +1140,30 @@ def make_calls(Win, Recorder r, Busy tls, python):
         finally:
             tls.set(False)
 
-    def atomic(self, base, python, str call, origin, result, compare, target_rank, target, op, tuple args):
-        """An atomic: recorded in C where it can be, else by ``python``
-        (``args``: the call's arguments after the window)."""
-        if tls.get():
-            return base(self, *args)
-        tls.set(True)
-        try:
-            done = r.atomic(self, base, call, origin, result, compare, target_rank, target, op)
-        finally:
-            tls.set(False)
-        if not done:
-            python(self, *args)
-
     def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=SUM):
         """Get_accumulate of one element (recorded by the race detector)."""
-        atomic(self, base_fop, py_fop, "Fetch_and_op", origin, result, None, target_rank, target_disp, op,
-               (origin, result, target_rank, target_disp, op))
+        _atomic(tls, r, self, base_fop, py_fop, "Fetch_and_op", origin, result, None, target_rank, target_disp, op,
+                (origin, result, target_rank, target_disp, op))
 
     def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
         """Store origin at the target if it equals compare (recorded by the race detector)."""
         args = (origin, compare, result, target_rank, target_disp)
         if compare is None:  # the base call says what is wrong
             return py_cas(self, *args)
-        atomic(self, base_cas, py_cas, "Compare_and_swap", origin, result, compare, target_rank, target_disp, None,
-               args)
+        _atomic(tls, r, self, base_cas, py_cas, "Compare_and_swap", origin, result, compare, target_rank,
+                target_disp, None, args)
 
     def Accumulate(self, origin, target_rank, target=None, op=SUM):
         """Element-wise atomic target = op(target, origin) (recorded by the race detector)."""
-        atomic(self, base_acc, py_acc, "Accumulate", origin, None, None, target_rank, target, op,
-               (origin, target_rank, target, op))
+        _atomic(tls, r, self, base_acc, py_acc, "Accumulate", origin, None, None, target_rank, target, op,
+                (origin, target_rank, target, op))
 
     def Get_accumulate(self, origin, result, target_rank, target=None, op=SUM):
         """Accumulate returning the previous target values (recorded by the race detector)."""
         args = (origin, result, target_rank, target, op)
         if result is None:  # the base call says what is wrong
             return py_gacc(self, *args)
-        atomic(self, base_gacc, py_gacc, "Get_accumulate", origin, result, None, target_rank, target, op, args)
+        _atomic(tls, r, self, base_gacc, py_gacc, "Get_accumulate", origin, result, None, target_rank, target, op, args)
 
     return {"Put": Put, "Get": Get, "Flush": Flush, "Fence": Fence, "Fetch_and_op": Fetch_and_op,
             "Compare_and_swap": Compare_and_swap, "Accumulate": Accumulate, "Get_accumulate": Get_accumulate}

@@ -9,7 +9,6 @@ what it is.
 """
 import sys
 import threading
-import zlib
 
 import numpy as np
 from mpi4py import MPI
@@ -20,7 +19,7 @@ from .._datatypes import as_buffer, target_blocks, typemap
 from ..request import Request
 from ._ext import record as _crecord
 from .clockwin import ClockWindow
-from .detector import LocalUse, WinInfo, site, site_of
+from .detector import LocalUse, WinInfo, _sum, site, site_of
 from .log import Access
 
 class _Busy(threading.local):
@@ -213,10 +212,7 @@ def make_class(Win, det):
                     if u.lo < b and a < u.hi and (receives or u.writes):
                         det._local_race(u, call, where_, receives, "both use the buffer before either "
                                                                       "completed locally")
-                crc = None if receives else (zlib.crc32(origin) if n <= 256 else None)
-                if crc is None and not receives:
-                    from .detector import _sum
-                    crc = _sum(origin)
+                crc = None if receives else _sum(origin)
                 det.local.append(LocalUse(key, tw, a, b, receives, None if receives else origin, crc, rec, call,
                                           where_))
 

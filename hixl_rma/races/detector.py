@@ -60,11 +60,12 @@ def where(code_line):
 
 
 def checksum(obj):
-    """A checksum of a buffer's bytes: crc32 up to 4 KiB, beyond that the
-    64-bit wrapping sum of its words and its tail (several times faster;
-    a store that changes a word changes it)."""
+    """A checksum of a buffer's bytes: up to 8 bytes their value (exact),
+    up to 256 crc32, beyond that the 64-bit wrapping sum of its words and
+    its tail (several times faster; a store that changes a word changes
+    it)."""
     if type(obj) is np.ndarray and obj.nbytes <= 256 and obj.flags.c_contiguous:
-        return zlib.crc32(obj)
+        return int.from_bytes(obj.tobytes(), "little") if obj.nbytes <= 8 else zlib.crc32(obj)
     try:
         mv = memoryview(obj)
         if not mv.contiguous:
@@ -73,6 +74,8 @@ def checksum(obj):
     except (TypeError, BufferError, ValueError):
         return None  # not a buffer we can read: no checksum
     n = mv.nbytes
+    if n <= 8:
+        return int.from_bytes(mv, "little")
     if n <= 256:
         return zlib.crc32(mv)
     words = n // 8

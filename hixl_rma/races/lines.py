@@ -69,7 +69,7 @@ except ImportError:  # a build without it: the Python one below
     _linetrace = None
 
 _det = None
-# code -> {lineno: ((name, opname, index, store), ...)} for the program's code
+# code -> {lineno: ((name, opname, index, store, slot), ...)} for the program's code
 # that has a line to watch; None for the rest
 _watch = {}
 
@@ -124,7 +124,9 @@ def _table(code):
                   and ins[k + 3].opname == "BUILD_SLICE" and ins[k + 3].argval == 2
                   and ins[k + 4].opname in ("BINARY_SUBSCR", "STORE_SUBSCR")):
                 index = ("SLICE", (ins[k + 1].argval, ins[k + 2].argval))
-        lines.setdefault(ln, []).append((i.argval, i.opname, index, store))
+        # the slot: where the C trace function reads a local without the frame's locals dict
+        slot = i.arg if i.opname in ("LOAD_FAST", "LOAD_DEREF") else -1
+        lines.setdefault(ln, []).append((i.argval, i.opname, index, store, slot))
     return {ln: tuple(v) for ln, v in lines.items()}
 
 
@@ -209,7 +211,7 @@ def _on_line(frame):
     entries = t.get(frame.f_lineno) if t is not None else None
     if not entries:
         return
-    for name, how, index, store in entries:
+    for name, how, index, store, _ in entries:
         obj = _resolve(frame, name, how)
         if obj is None or not isinstance(obj, _ARRAYS):
             continue

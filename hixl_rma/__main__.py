@@ -50,24 +50,54 @@ def main(argv=None):
     if races:
         from . import races as _races
         _races.enable(keep_going=keep_going or bool(json_path), json_path=json_path, at_exit=False)
+    if argv[0] == "-m" and len(argv) < 2:
+        print(USAGE, file=sys.stderr)
+        return 2
     try:
         if argv[0] == "-m":
-            if len(argv) < 2:
-                print(USAGE, file=sys.stderr)
-                return 2
             sys.argv = argv[1:]
             runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
         else:
             sys.argv = argv
             sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
             runpy.run_path(argv[0], run_name="__main__")
-    finally:
-        if races:
-            from . import races as _races
-            found = _races.finish()
+    except SystemExit as exc:  # sys.exit(0) is the program's normal end
+        if _status(exc.code):
+            if not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)
+            _abort(_status(exc.code), trace=False)
+    except BaseException:
+        _abort(1)
+    found = 0
+    if races:
+        from . import races as _races
+        found = _races.finish()
     if races and found and not (keep_going or json_path):
         return 3
     return 0
+
+
+def _status(code):
+    """The exit status of SystemExit(code), as Python gives it."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
+
+
+def _abort(status, trace=True):
+    """The program failed on this rank: its traceback, then the whole job
+    ends (``MPI.COMM_WORLD.Abort``), as under ``python -m mpi4py``, rather
+    than the other ranks waiting in their next collective for this one. The
+    race detector's report is collective: it is not gathered."""
+    if trace:
+        import traceback
+        traceback.print_exc()
+    sys.stderr.flush()
+    sys.stdout.flush()
+    MPI = sys.modules.get("mpi4py.MPI")
+    if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+        MPI.COMM_WORLD.Abort(status)
+    os._exit(status)
 
 
 if __name__ == "__main__":

@@ -160,3 +160,32 @@ def test_a_rank_that_never_joins_creation_is_a_timeout(tmp_path):
     line = next((ln for ln in out.splitlines() if ln.startswith("TIMEOUT after")), None)
     assert line is not None, out
     assert float(line.split()[2]) < 2.0 + 2.0 and "window creation" in line, out
+
+
+@pytest.mark.parametrize("how", ["raise", "exit"])
+def test_a_rank_whose_program_fails_ends_the_job(tmp_path, how):
+    """As under ``python -m mpi4py``: a rank whose program raises (or calls
+    sys.exit(5)) prints why and aborts the job, where the other rank would
+    wait in its Barrier for it; a program's sys.exit(0) is its normal end."""
+    prog = tmp_path / "fails.py"
+    fail = "raise ValueError('rank 1 gives up')" if how == "raise" else "sys.exit(5)"
+    prog.write_text(textwrap.dedent(f'''
+        import sys
+        from mpi4py import MPI
+        comm = MPI.COMM_WORLD
+        comm.Barrier()
+        if comm.rank == 1:
+            {fail}
+        comm.Barrier()
+        print("rank 0 past the barrier", flush=True)
+    '''))
+    rc, out = _run([MPIEXEC, "-n", "2", sys.executable, "-m", "hixl_rma", str(prog)], timeout=40)
+    assert rc != 0, out  # (a hang fails the test in procutil.run)
+    assert "rank 0 past the barrier" not in out, out
+    if how == "raise":
+        assert "ValueError: rank 1 gives up" in out, out
+    ok = tmp_path / "ok.py"
+    ok.write_text("import sys\nfrom mpi4py import MPI\nMPI.COMM_WORLD.Barrier()\nprint('done', flush=True)\n"
+                  "sys.exit(0)\n")
+    rc, out = _run([MPIEXEC, "-n", "2", sys.executable, "-m", "hixl_rma", str(ok)])
+    assert rc == 0 and out.count("done") == 2, out

@@ -351,6 +351,69 @@ def test_a_record_does_not_grow_over_the_loads_between_its_accesses(tmp_path, pu
     assert rep["records"] == 2 * (5 + 5 + 1), rep
 
 
+_LOCALS = """\
+import numpy as np
+from mpi4py import MPI
+import hixl_rma
+
+comm = MPI.COMM_WORLD
+win = hixl_rma.Win.Allocate(64, 8, comm=comm)
+
+
+def outer():
+    src = np.arange(4, dtype=np.int64)
+    dst = np.zeros(2, np.int64)
+    x = None
+
+    def step(i):
+        win.Put(src, 1, 0)
+        src[0] = i  # CLOSURE: a store through a free variable before the Flush
+        win.Flush(1)
+
+    win.Lock_all()
+    if comm.rank == 0:
+        for i in range(3):
+            step(i)
+        win.Get(dst, 1, 4)
+        x = dst[1]  # FAST: a load through a local before the Flush
+        win.Flush(1)
+        for i in range(3):
+            win.Put(dst, 1, 6)
+            if i == 1:
+                np.copyto(dst, 7)  # UNSEEN: no name the watch reads; the checksum at the Flush sees it
+            win.Flush(1)
+    win.Unlock_all()
+    return x
+
+
+outer()
+comm.Barrier()
+win.Free()
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
+def test_the_line_watch_reads_a_function_s_locals_and_free_variables(tmp_path, pure):
+    """The watch reads a function's locals and its closure's variables from
+    the frame (the C trace function from their slots); the Put loop's buffer
+    in use, taken again in each interval by the C record, still has its
+    checksum taken at each Put."""
+    prog = tmp_path / "locals.py"
+    prog.write_text(_LOCALS)
+    out = tmp_path / "locals.json"
+    p = _run(["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)],
+             env={"HIXL_RMA_RACE_PURE": pure})
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = json.loads(out.read_text())
+    found = {(r["a"]["call"], r["b"]["call"], int(r["b"]["where"].rsplit(":", 1)[1])) for r in rep["reports"]
+             if r["scope"] == "origin buffer"}
+    assert ("Put", "store", _line(prog, "# CLOSURE")) in found, rep
+    assert ("Get", "load", _line(prog, "# FAST")) in found, rep
+    changed = [r for r in rep["reports"] if "seen by its checksum" in r["why"] and r["a"]["call"] == "Put"
+               and r["a"]["where"].endswith(f":{_line(prog, 'win.Put(dst, 1, 6)')}")]
+    assert len(changed) == 1, rep
+
+
 def test_an_atomic_with_a_bad_rank_names_the_window_not_the_clocks(tmp_path):
     prog = tmp_path / "bad.py"
     prog.write_text(

@@ -414,6 +414,32 @@ def test_the_line_watch_reads_a_function_s_locals_and_free_variables(tmp_path, p
     assert len(changed) == 1, rep
 
 
+@pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
+def test_a_record_grows_over_other_records_of_other_bytes_only(tmp_path, pure):
+    """Two Puts of other bytes in each interval: each one's record grows
+    over the other's accesses (one record each, not one per interval); a
+    Put and a Get of the same bytes, each flushed: the Get's access between
+    two of the Put's ends the Put's record, and the other way round."""
+    prog = tmp_path / "blocks.py"
+    prog.write_text(
+        "import numpy as np\nfrom mpi4py import MPI\nimport hixl_rma\n"
+        "comm = MPI.COMM_WORLD\nsub = comm.Split(comm.rank, 0)\n"
+        "mem = np.zeros(4, np.int64)\nwin = hixl_rma.Win.Create(mem, 8, comm=sub)\n"
+        "a, b, c = np.ones(1, np.int64), np.full(1, 2, np.int64), np.zeros(1, np.int64)\n"
+        "win.Lock(0)\n"
+        "for e in range(20):\n    win.Put(a, 0, 0)\n    win.Put(b, 0, 1)\n    win.Flush(0)\n"
+        "for e in range(20):\n    win.Put(a, 0, 2)\n    win.Flush(0)\n    win.Get(c, 0, 2)\n    win.Flush(0)\n"
+        "win.Unlock(0)\nassert list(mem[:3]) == [1, 2, 1]\nwin.Free()\n")
+    out = tmp_path / "blocks.json"
+    p = _run(["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)],
+             env={"HIXL_RMA_RACE_PURE": pure})
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = json.loads(out.read_text())
+    assert rep["races"] == 0 and rep["warnings"] == 0, rep
+    # per rank: the first loop's two records, grown; the second loop's 20 Puts and 20 Gets; the load at the end
+    assert rep["records"] == 2 * (2 + 20 + 20 + 1), rep
+
+
 def test_an_atomic_with_a_bad_rank_names_the_window_not_the_clocks(tmp_path):
     prog = tmp_path / "bad.py"
     prog.write_text(

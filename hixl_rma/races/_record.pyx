@@ -28,7 +28,7 @@ cimport cython
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy
 from libcpp.algorithm cimport sort
-from libcpp.map cimport multimap
+from libcpp.map cimport map, multimap
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
 from cython.operator cimport dereference as deref, preincrement as inc
@@ -244,6 +244,7 @@ cdef class AccessFields:
     cdef public object win, target, blocks, call, op, dtype, rank, snap, done, site, done_call, thread, count
     cdef public object done_actor
     cdef public Py_ssize_t epoch
+    cdef public Py_ssize_t touched  # when it last took an access (log.Log.touch)
 
 
 @cython.no_gc
@@ -367,6 +368,93 @@ cdef class Uses:
             inc(it)
         sort(found.begin(), found.end())
         return [<object>p.second for p in found]
+
+
+ctypedef pair[size_t, size_t] _Block
+
+
+cdef class _TargetBlocks:
+    """Touched's blocks of one (window, target): (lo, hi) -> when a record
+    last took an access of it, ordered by lo."""
+    cdef map[_Block, Py_ssize_t] seqs
+    cdef size_t span  # the longest block
+    cdef bint exact  # every block fitted in a size_t (else since() says yes)
+
+    def __cinit__(self):
+        self.exact = True
+
+    cdef inline void touch1(self, size_t lo, size_t hi, Py_ssize_t seq):
+        if hi > lo:
+            self.seqs[_Block(lo, hi)] = seq
+            if hi - lo > self.span:
+                self.span = hi - lo
+
+    cdef bint since1(self, size_t lo, size_t hi, Py_ssize_t seq):
+        """Whether a block overlapping [lo, hi) took an access after seq."""
+        cdef map[_Block, Py_ssize_t].iterator it
+        if not self.exact:
+            return True
+        if hi <= lo:
+            return False
+        # a block overlapping [lo, hi) starts after lo - span
+        it = self.seqs.lower_bound(_Block(lo + 1 - self.span if lo + 1 > self.span else 0, 0))
+        while it != self.seqs.end() and deref(it).first.first < hi:
+            if deref(it).first.second > lo and deref(it).second > seq:
+                return True
+            inc(it)
+        return False
+
+
+cdef class Touched:
+    """log.Log.touched: for each (window, target), each block a record took
+    an access of, and when the last one did (a count of Log.touch's), so
+    that a record may grow over the accesses of other records of other
+    bytes (Log.regrow) -- a loop of Puts to 4,096 blocks made 4,096 records
+    in every interval."""
+    cdef public Py_ssize_t seq
+    cdef dict targets  # (win, target) -> _TargetBlocks
+
+    def __init__(self):
+        self.targets = {}
+
+    cdef _TargetBlocks of(self, pk):
+        cdef _TargetBlocks t = self.targets.get(pk)
+        if t is None:
+            t = self.targets[pk] = _TargetBlocks()
+        return t
+
+    cpdef touch(self, rec):
+        """rec took an access now."""
+        cdef AccessFields r = <AccessFields?>rec
+        cdef _TargetBlocks t = self.of((r.win, r.target))
+        self.seq += 1
+        r.touched = self.seq
+        for b in r.blocks:
+            lo, hi = b
+            if 0 <= lo <= hi < 2 ** 64:
+                t.touch1(lo, hi, self.seq)
+            else:
+                t.exact = False
+
+    cpdef bint since(self, rec) except -1:
+        """Whether a block overlapping one of rec's took an access of
+        another record after rec's last one."""
+        cdef AccessFields r = <AccessFields?>rec
+        cdef _TargetBlocks t = self.targets.get((r.win, r.target))
+        if t is None:
+            return False
+        if not t.exact:
+            return True
+        for b in r.blocks:
+            lo, hi = b
+            if not 0 <= lo <= hi < 2 ** 64 or t.since1(lo, hi, r.touched):
+                return True
+        return False
+
+    def forget(self, win):
+        """Window ``win`` is freed."""
+        for k in [k for k in self.targets if k[0] == win]:
+            del self.targets[k]
 
 
 cdef class SiteFields:
@@ -507,6 +595,7 @@ cdef class _Target:
     disp_unit, its key in Detector.pend."""
     cdef object rank, tw, pk
     cdef Py_ssize_t du
+    cdef _TargetBlocks blocks  # log.touched's of (window, this target), once the record asked
 
 
 cdef inline object _tick(ClockFields clock):
@@ -559,6 +648,7 @@ cdef class Recorder:
     cdef object det, windows, tl, lock, unlock, own, slow, atomics_done, checksum, opname, log
     cdef Busy tls
     cdef Uses local  # det.local
+    cdef Touched tch  # det.log.touched
     cdef UseFields spare  # a use the last completion freed, which nothing else holds (see use())
     cdef dict sites, pend, quick, recs
     # the last access's site and what found it
@@ -596,6 +686,7 @@ cdef class Recorder:
         _ndarray = np.ndarray
         self.det, self.windows, self.tl = det, det.windows, det._tl
         self.local = det.local
+        self.tch = det.log.touched
         self.lock, self.unlock = det.mutex.acquire, det.mutex.release
         main = threading.main_thread().ident
         self.main_ident, self.main_clock = 0, None
@@ -764,12 +855,15 @@ cdef class Recorder:
             rec = <AccessFields>o
             if snap is not None and rec.snap is snap and rec.done is None:
                 rec.count += 1
-                self.log.last = rec
+                self.touch(rec, t, lo, n)
                 return rec
-            if rec.done is not None and rec.epoch == clock.fe and self.log.last is rec:  # Log.add's growth
+            if (rec.done is not None and rec.epoch == clock.fe  # Log.regrow's growth
+                    and (self.log.last is rec or (lo >= 0 and not self.blocks_of(t).since1(
+                        <size_t>lo, <size_t>(lo + n), rec.touched)))):
                 rec.done = rec.done_call = None
                 rec.done_actor = rec.thread
                 rec.count += 1
+                self.touch(rec, t, lo, n)
                 self.pending(pk, rec)
                 return rec
         if snap is None:
@@ -785,9 +879,26 @@ cdef class Recorder:
             st.first.append(rec)
         else:
             st.last.append(rec)
-        self.log.last = rec
+        self.touch(rec, t, lo, n)
         self.pending(pk, rec)
         return rec
+
+    cdef inline _TargetBlocks blocks_of(self, _Target t):
+        if t.blocks is None:
+            t.blocks = self.tch.of(t.pk)
+        return t.blocks
+
+    cdef inline int touch(self, AccessFields rec, _Target t, Py_ssize_t lo, Py_ssize_t n) except -1:
+        """log.Log.touch of rec, whose blocks are [lo, lo + n)."""
+        self.log.last = rec
+        self.tch.seq += 1
+        rec.touched = self.tch.seq
+        if n > 0:
+            if lo >= 0:
+                self.blocks_of(t).touch1(<size_t>lo, <size_t>(lo + n), rec.touched)
+            else:
+                self.blocks_of(t).exact = False
+        return 0
 
     cdef inline int pending(self, pk, AccessFields rec) except -1:
         """rec is not remotely complete: pk (the target's (window key, world rank)) has it pending."""

@@ -192,7 +192,8 @@ def make_class(Win, det):
                                                                   else None)
             if last is not None and last.snap is snap and last.done is None:
                 last.count += 1
-                rec = det.log.last = last
+                det.log.touch(last)
+                rec = last
             else:
                 if det.log.regrow(last, clock.fe):
                     rec = last
@@ -593,6 +594,7 @@ def make_class(Win, det):
             det.forget(info.key)  # the C record's views of the clock window's mappings go first
             info.clocks.free()
             with det.mutex:
+                det.log.touched.forget(info.key)
                 det.ranges = [r for r in det.ranges if r[2] is not info]
                 det.freed[info.key] = info.label  # its records keep only the name
                 del det.windows[info.key]

@@ -9,8 +9,10 @@ records (``HIXL_RMA_RACE_KEEP``), so a loop of a million epochs costs what
 a loop of 2*KEEP does. A race only among the records a site dropped in the
 middle of a long run is missed; README says so.
 """
+import bisect
 import collections
 
+from . import _ext
 from ._ext import storage
 
 # call -> (kind, for accumulates whether the op is what decides)
@@ -22,7 +24,7 @@ ACCS = frozenset(("Accumulate", "Raccumulate", "Get_accumulate", "Rget_accumulat
 
 _AccessBase, _ACCESS_SLOTS = storage("AccessFields", (
     "win", "target", "blocks", "call", "op", "dtype", "rank", "snap", "done", "site", "done_call", "thread", "count",
-    "done_actor", "epoch"))
+    "done_actor", "epoch", "touched"))
 _SiteBase, _SITE_SLOTS = storage("SiteFields", ("first", "last", "seen"))
 
 
@@ -43,6 +45,7 @@ class Access(_AccessBase):
         self.done_call = None
         self.count = 1
         self.epoch = -1  # the clock's foreign epoch when it was made, for a record that may grow (Log.add)
+        self.touched = 0  # when it last took an access (Log.touch)
 
     @property
     def writes(self):
@@ -74,13 +77,68 @@ class _Site(_SiteBase):
         self.seen = 0
 
 
+class _PyTouched:
+    """Log.touched where the C record is missing: for each (window, target),
+    each block (lo, hi) a record took an access of, and when the last one
+    did (Log.touch's count)."""
+
+    def __init__(self):
+        self.seq = 0
+        self.targets = {}  # (win, target) -> [sorted blocks, {block: seq}, longest block]
+
+    def touch(self, rec):
+        """rec took an access now."""
+        self.seq += 1
+        rec.touched = self.seq
+        t = self.targets.get((rec.win, rec.target))
+        if t is None:
+            t = self.targets[(rec.win, rec.target)] = [[], {}, 0]
+        for b in rec.blocks:
+            if b[1] > b[0]:
+                if b not in t[1]:
+                    bisect.insort(t[0], b)
+                    t[2] = max(t[2], b[1] - b[0])
+                t[1][b] = self.seq
+
+    def since(self, rec):
+        """Whether a block overlapping one of rec's took an access of
+        another record after rec's last one."""
+        t = self.targets.get((rec.win, rec.target))
+        if t is None:
+            return False
+        blocks, seqs, span = t
+        for lo, hi in rec.blocks:
+            if hi <= lo:
+                continue
+            i = bisect.bisect_left(blocks, (lo + 1 - span,))
+            while i < len(blocks) and blocks[i][0] < hi:
+                if blocks[i][1] > lo and seqs[blocks[i]] > rec.touched:
+                    return True
+                i += 1
+        return False
+
+    def forget(self, win):
+        """Window ``win`` is freed."""
+        for k in [k for k in self.targets if k[0] == win]:
+            del self.targets[k]
+
+
+_Touched = _ext.record.Touched if _ext.record is not None else _PyTouched
+
+
 class Log:
     """This rank's accesses, by site."""
 
     def __init__(self, keep):
         self.keep = keep
         self.sites = {}
-        self.last = None  # the record the last access touched (the only one that may grow)
+        self.last = None  # the record the last access touched
+        self.touched = _Touched()  # which blocks the records touched, and when: what a growth asks
+
+    def touch(self, rec):
+        """rec took an access: the last record touched, its blocks last touched now."""
+        self.last = rec
+        self.touched.touch(rec)
 
     def add(self, key, snap, make, epoch=None):
         """The record for ``key`` in this interval: the last one when it is
@@ -89,21 +147,23 @@ class Log:
 
         ``epoch``: the clock's foreign epoch (Clock.fe), for an RMA call
         whose record may grow over intervals: the last record, completed,
-        takes this access too while it is the last record this process
-        touched and no other slot's counter grew since it was made (its
-        snapshot's other counters are the clock's), and is pending again
-        (returned as new). Such a record is one interval [first issued,
-        last completed]: an access of another thread or rank ordered after
-        one of its accesses and before the next would need a counter of
-        its own in between, which would end the record, and an access of
-        this thread in between (a load, another call) ends it too."""
+        takes this access too while no access this process recorded since
+        its last one touched its bytes (of its window and target) and no
+        other slot's counter grew since it was made (its snapshot's other
+        counters are the clock's), and is pending again (returned as new).
+        Such a record is one interval [first issued, last completed]: an
+        access of another thread or rank ordered after one of its accesses
+        and before the next would need a counter of its own in between,
+        which would end the record, and an access of this thread in between
+        (a load, another call) of the same bytes ends it too; one of other
+        bytes cannot race with it."""
         s = self.sites.get(key)
         if s is None:
             s = self.sites[key] = _Site(self.keep)
         last = s.last[-1] if s.last else (s.first[-1] if s.first else None)
         if last is not None and last.snap is snap and (last.done is None or last.call in ("load", "store")):
             last.count += 1
-            self.last = last
+            self.touch(last)
             return last, False
         if epoch is not None and self.regrow(last, epoch):
             return last, True
@@ -116,12 +176,16 @@ class Log:
     def regrow(self, last, epoch):
         """add's growth: ``last`` (a site's last record) takes one more
         access and is pending again, if it is complete, the last record
-        touched, and made at foreign epoch ``epoch``; whether it did."""
-        if last is None or last is not self.last or last.epoch != epoch or last.done is None:
+        touched or no record touched its bytes since it did, and made at
+        foreign epoch ``epoch``; whether it did."""
+        if last is None or last.epoch != epoch or last.done is None:
+            return False
+        if last is not self.last and self.touched.since(last):
             return False
         last.done = last.done_call = None
         last.done_actor = last.thread
         last.count += 1
+        self.touch(last)
         return True
 
     def put(self, key, rec, s=None):
@@ -130,7 +194,7 @@ class Log:
             s = self.sites.get(key)
             if s is None:
                 s = self.sites[key] = _Site(self.keep)
-        self.last = rec
+        self.touch(rec)
         s.seen += 1
         if len(s.first) < self.keep:
             s.first.append(rec)

@@ -412,6 +412,7 @@ cdef class Touched:
     bytes (Log.regrow) -- a loop of Puts to 4,096 blocks made 4,096 records
     in every interval."""
     cdef public Py_ssize_t seq
+    cdef public object last  # the record the last access touched
     cdef dict targets  # (win, target) -> _TargetBlocks
 
     def __init__(self):
@@ -427,6 +428,7 @@ cdef class Touched:
         """rec took an access now."""
         cdef AccessFields r = <AccessFields?>rec
         cdef _TargetBlocks t = self.of((r.win, r.target))
+        self.last = rec
         self.seq += 1
         r.touched = self.seq
         for b in r.blocks:
@@ -596,6 +598,7 @@ cdef class _Target:
     cdef object rank, tw, pk
     cdef Py_ssize_t du
     cdef _TargetBlocks blocks  # log.touched's of (window, this target), once the record asked
+    cdef list plist  # Detector.pend's list of this target, once the record asked
 
 
 cdef inline object _tick(ClockFields clock):
@@ -858,13 +861,13 @@ cdef class Recorder:
                 self.touch(rec, t, lo, n)
                 return rec
             if (rec.done is not None and rec.epoch == clock.fe  # Log.regrow's growth
-                    and (self.log.last is rec or (lo >= 0 and not self.blocks_of(t).since1(
+                    and (self.tch.last is rec or (lo >= 0 and not self.blocks_of(t).since1(
                         <size_t>lo, <size_t>(lo + n), rec.touched)))):
                 rec.done = rec.done_call = None
                 rec.done_actor = rec.thread
                 rec.count += 1
                 self.touch(rec, t, lo, n)
-                self.pending(pk, rec)
+                self.pending(t, rec)
                 return rec
         if snap is None:
             snap = clock._snap = tuple(clock.c)
@@ -880,7 +883,7 @@ cdef class Recorder:
         else:
             st.last.append(rec)
         self.touch(rec, t, lo, n)
-        self.pending(pk, rec)
+        self.pending(t, rec)
         return rec
 
     cdef inline _TargetBlocks blocks_of(self, _Target t):
@@ -890,7 +893,7 @@ cdef class Recorder:
 
     cdef inline int touch(self, AccessFields rec, _Target t, Py_ssize_t lo, Py_ssize_t n) except -1:
         """log.Log.touch of rec, whose blocks are [lo, lo + n)."""
-        self.log.last = rec
+        self.tch.last = rec
         self.tch.seq += 1
         rec.touched = self.tch.seq
         if n > 0:
@@ -900,14 +903,16 @@ cdef class Recorder:
                 self.blocks_of(t).exact = False
         return 0
 
-    cdef inline int pending(self, pk, AccessFields rec) except -1:
-        """rec is not remotely complete: pk (the target's (window key, world rank)) has it pending."""
-        p = self.pend.get(pk)
-        if p is None:
-            self.pend[pk] = [rec]
-        else:
-            p.append(rec)
+    cdef inline int pending(self, _Target t, AccessFields rec) except -1:
+        """rec is not remotely complete: its target has it pending."""
+        self.pend_of(t).append(rec)
         return 0
+
+    cdef inline list pend_of(self, _Target t):
+        """Detector.pend's list of t (a list, once made, stays there)."""
+        if t.plist is None:
+            t.plist = self.pend.setdefault(t.pk, [])
+        return t.plist
 
     cdef use(self, key, tw, size_t a, size_t b, bint writes, obj, crc, AccessFields rec, str call, where_):
         """Detector.use under the mutex: a buffer [a, b) in use until local
@@ -1131,7 +1136,7 @@ cdef class Recorder:
         now = _tick(clock)
         if self.pend:
             if t is not None:
-                _done(self.pend.get(t.pk), now, call, me)
+                _done(self.pend_of(t), now, call, me)
             else:
                 for k, v in self.pend.items():
                     if k[0] == W.key:

@@ -233,10 +233,11 @@ def make_class(Win, det):
             clock = det.clock
             now = clock.tick()
             me = clock.me
-            recs = det.pend.pop((info.key, tw), None)
+            recs = det.pend.get((info.key, tw))
             if recs:
                 for r in recs:
                     r.done, r.done_call, r.done_actor = now, "Flush", me
+                recs.clear()
             if det.local:
                 det.complete(info, {tw}, "Flush", remote=False)
         if rank in info.atomics:
@@ -595,6 +596,8 @@ def make_class(Win, det):
             info.clocks.free()
             with det.mutex:
                 det.log.touched.forget(info.key)
+                for k in [k for k in det.pend if k[0] == info.key]:
+                    del det.pend[k]
                 det.ranges = [r for r in det.ranges if r[2] is not info]
                 det.freed[info.key] = info.label  # its records keep only the name
                 del det.windows[info.key]

@@ -145,7 +145,7 @@ class Detector:
         self.log = Log(keep)
         self.keep_going, self.json_path = keep_going, json_path
         self.out = out or sys.stderr
-        self.pend = {}  # (win key, target) -> [Access] not remotely complete
+        self.pend = {}  # (win key, target) -> [Access] not remotely complete; a list, once made, stays
         self.local = _Uses()  # [LocalUse], in order
         self.races = []  # races this rank saw itself (dicts, see _race)
         self._pairs = set()
@@ -268,10 +268,7 @@ class Detector:
                             r.done, r.done_call, r.done_actor = now, call, me
                         else:
                             keep.append(r)
-                    if keep:
-                        self.pend[(key, t)] = keep
-                    else:
-                        del self.pend[(key, t)]
+                    recs[:] = keep  # the list stays (the C record keeps it with its target)
             if local:
                 self._release_local(lambda u: u.win == win.key and (targets is None or u.target in targets)
                                     and u.req is None, call, where_)

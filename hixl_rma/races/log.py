@@ -84,10 +84,12 @@ class _PyTouched:
 
     def __init__(self):
         self.seq = 0
+        self.last = None  # the record the last access touched
         self.targets = {}  # (win, target) -> [sorted blocks, {block: seq}, longest block]
 
     def touch(self, rec):
         """rec took an access now."""
+        self.last = rec
         self.seq += 1
         rec.touched = self.seq
         t = self.targets.get((rec.win, rec.target))
@@ -132,12 +134,15 @@ class Log:
     def __init__(self, keep):
         self.keep = keep
         self.sites = {}
-        self.last = None  # the record the last access touched
         self.touched = _Touched()  # which blocks the records touched, and when: what a growth asks
+
+    @property
+    def last(self):
+        """The record the last access touched."""
+        return self.touched.last
 
     def touch(self, rec):
         """rec took an access: the last record touched, its blocks last touched now."""
-        self.last = rec
         self.touched.touch(rec)
 
     def add(self, key, snap, make, epoch=None):

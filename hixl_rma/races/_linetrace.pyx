@@ -107,7 +107,8 @@ cdef extern from *:
     static int hixl_lt_is_array(PyObject *obj) {
         /* what a loop's lines name most: none of them a buffer */
         if (obj == Py_None || PyLong_CheckExact(obj) || PyFloat_CheckExact(obj) || PyList_CheckExact(obj) ||
-            PyTuple_CheckExact(obj) || PyUnicode_CheckExact(obj) || PyDict_CheckExact(obj) || PyBool_Check(obj))
+            PyTuple_CheckExact(obj) || PyUnicode_CheckExact(obj) || PyDict_CheckExact(obj) || PyBool_Check(obj) ||
+            PyFunction_Check(obj) || PyMethod_Check(obj) || PyCFunction_CheckExact(obj))
             return 0;
         if (!PyTuple_Check(hixl_lt_arrays)) return 1;
         for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(hixl_lt_arrays); k++) {

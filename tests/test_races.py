@@ -440,6 +440,53 @@ def test_a_record_grows_over_other_records_of_other_bytes_only(tmp_path, pure):
     assert rep["records"] == 2 * (2 + 20 + 20 + 1), rep
 
 
+class _Rec:
+    """What Log.touched reads of a record."""
+
+    def __init__(self, win, target, blocks):
+        self.win, self.target, self.blocks, self.touched = win, target, blocks, 0
+
+
+def _touched_kinds():
+    from hixl_rma.races import log
+    kinds = [pytest.param((log._PyTouched, _Rec), id="Python")]
+    try:
+        from hixl_rma.races import _record
+    except ImportError:
+        return kinds
+
+    def make(win, target, blocks):
+        r = _record.AccessFields()
+        r.win, r.target, r.blocks = win, target, blocks
+        return r
+    return kinds + [pytest.param((_record.Touched, make), id="C")]
+
+
+@pytest.mark.parametrize("kind", _touched_kinds())
+def test_touched_tells_whether_other_records_took_a_record_s_bytes(kind):
+    cls, make = kind
+    t = cls()
+    a, b = make("w", 1, ((0, 8),)), make("w", 1, ((8, 16),))
+    big, other = make("w", 1, ((0, 1 << 25),)), make("w", 2, ((0, 8),))
+    t.touch(a)
+    t.touch(b)
+    t.touch(other)
+    assert t.last is other and not t.since(a) and not t.since(b)  # other bytes, another target
+    t.touch(big)
+    assert t.since(a) and t.since(b) and not t.since(big)  # a window-long block over both
+    t.touch(a)
+    assert not t.since(a) and t.since(big) and t.since(b)
+    # many small blocks beside a long one: each tells its own news only
+    smalls = [make("w", 1, ((8192 * i, 8192 * i + 4096),)) for i in range(64)]
+    for r in smalls:
+        t.touch(r)
+    assert not any(t.since(r) for r in smalls)
+    t.touch(make("w", 1, ((8192 * 10 + 4000, 8192 * 10 + 4100),)))
+    assert [i for i, r in enumerate(smalls) if t.since(r)] == [10]
+    t.forget("w")
+    assert not t.since(a) and not t.since(big) and not t.since(other)
+
+
 def test_an_atomic_with_a_bad_rank_names_the_window_not_the_clocks(tmp_path):
     prog = tmp_path / "bad.py"
     prog.write_text(
@@ -491,11 +538,11 @@ def test_c_checksum_is_detector_checksum():
                 rng.random(1001)[1:], bytearray(300), np.zeros(100, np.float16), np.arange(3, dtype=np.uint8),
                 np.array([1.5]), np.arange(4, dtype=np.uint8)[::2], bytearray(b"\x01\x02\x03\x04\x05")):
         assert rec._checksum_of(obj) == checksum(obj), obj
-    # up to 8 bytes the checksum is their value: any change of one shows
-    small = np.arange(8, dtype=np.uint8)
+    # up to 256 bytes the checksum is the bytes: any change of one shows
+    small = np.arange(256, dtype=np.uint8)
     seen = {checksum(small)}
-    for i in range(8):
+    for i in range(256):
         small[i] ^= 0x80
         seen.add(checksum(small))
         assert rec._checksum_of(small) == checksum(small)
-    assert len(seen) == 9 and checksum(np.array([0x0102], "<u2")) == 0x0102
+    assert len(seen) == 257 and checksum(np.array([0x0102], "<u2")) == b"\x02\x01"

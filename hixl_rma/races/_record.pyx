@@ -19,6 +19,7 @@ from cpython.object cimport PyObject, PyTypeObject
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object)
+    object PyBytes_FromStringAndSize(const char *, Py_ssize_t)
     int PyList_SetSlice(object, Py_ssize_t, Py_ssize_t, PyObject *) except -1
     PyObject *PyList_GET_ITEM(object, Py_ssize_t)
     Py_ssize_t Py_REFCNT(PyObject *)
@@ -161,12 +162,7 @@ cdef extern from *:
         for (Py_ssize_t i = 0; i < n; i++) c = hixl_rec_crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
         return c ^ 0xFFFFFFFFu;
     }
-    /* Up to 8 bytes: their value, little-endian (int.from_bytes(b, "little")). */
-    static unsigned long long hixl_rec_small(const unsigned char *p, Py_ssize_t n) {
-        unsigned long long v = 0;
-        for (Py_ssize_t i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-        return v;
-    }
+
     """
     int hixl_rec_configure()
     object hixl_rec_site(object own)
@@ -176,7 +172,6 @@ cdef extern from *:
     long long hixl_rec_load(const long long *p)
     void hixl_rec_crc_init()
     uint32_t hixl_rec_crc32(const unsigned char *p, Py_ssize_t n)
-    unsigned long long hixl_rec_small(const unsigned char *p, Py_ssize_t n)
 
 hixl_rec_crc_init()
 
@@ -373,36 +368,69 @@ cdef class Uses:
 ctypedef pair[size_t, size_t] _Block
 
 
+cdef extern from *:
+    """
+    /* A block's size class: floor(log2(n)), n > 0. */
+    static inline int hixl_rec_class(size_t n) { return 63 - __builtin_clzll((unsigned long long)n); }
+    """
+    int hixl_rec_class(size_t n)
+
+
 cdef class _TargetBlocks:
     """Touched's blocks of one (window, target): (lo, hi) -> when a record
-    last took an access of it, ordered by lo."""
-    cdef map[_Block, Py_ssize_t] seqs
-    cdef size_t span  # the longest block
+    last took an access of it, by size class (a block of class c is
+    shorter than 2**(c+1)), each ordered by lo: a block overlapping [lo,
+    hi) of class c starts in [lo + 1 - 2**(c+1), hi), so a query looks at
+    the blocks starting there, not at every block a long one would reach
+    over (a window-long block with 4,096 small ones made each query walk
+    them all)."""
+    cdef vector[map[_Block, Py_ssize_t]] classes
+    cdef uint64_t used  # bit c: class c has a block
     cdef bint exact  # every block fitted in a size_t (else since() says yes)
 
     def __cinit__(self):
         self.exact = True
+        self.classes.resize(64)
 
     cdef inline void touch1(self, size_t lo, size_t hi, Py_ssize_t seq):
+        cdef int c
         if hi > lo:
-            self.seqs[_Block(lo, hi)] = seq
-            if hi - lo > self.span:
-                self.span = hi - lo
+            c = hixl_rec_class(hi - lo)
+            self.classes[c][_Block(lo, hi)] = seq
+            self.used |= (<uint64_t>1) << c
 
     cdef bint since1(self, size_t lo, size_t hi, Py_ssize_t seq):
         """Whether a block overlapping [lo, hi) took an access after seq."""
         cdef map[_Block, Py_ssize_t].iterator it
+        cdef int c
+        cdef size_t reach, start
         if not self.exact:
             return True
         if hi <= lo:
             return False
-        # a block overlapping [lo, hi) starts after lo - span
-        it = self.seqs.lower_bound(_Block(lo + 1 - self.span if lo + 1 > self.span else 0, 0))
-        while it != self.seqs.end() and deref(it).first.first < hi:
-            if deref(it).first.second > lo and deref(it).second > seq:
-                return True
-            inc(it)
+        for c in range(64):
+            if not (self.used >> c) & 1:
+                continue
+            reach = (<size_t>2) << c if c < 62 else <size_t>-1
+            start = lo + 1 - reach if lo + 1 > reach else 0
+            it = self.classes[c].lower_bound(_Block(start, 0))
+            while it != self.classes[c].end() and deref(it).first.first < hi:
+                if deref(it).first.second > lo and deref(it).second > seq:
+                    return True
+                inc(it)
         return False
+
+
+cdef bint _size_block(b, size_t *lo, size_t *hi):
+    """A block (lo, hi) of Python ints as size_ts: False where it is not one
+    (a count past 64 bits of bytes, a negative end)."""
+    if type(b) is not tuple or len(<tuple>b) != 2:
+        return False
+    try:
+        lo[0], hi[0] = <size_t>(<tuple>b)[0], <size_t>(<tuple>b)[1]
+    except (OverflowError, TypeError):
+        return False
+    return lo[0] <= hi[0]
 
 
 cdef class Touched:
@@ -428,28 +456,28 @@ cdef class Touched:
         """rec took an access now."""
         cdef AccessFields r = <AccessFields?>rec
         cdef _TargetBlocks t = self.of((r.win, r.target))
+        cdef size_t lo, hi
         self.last = rec
         self.seq += 1
         r.touched = self.seq
         for b in r.blocks:
-            lo, hi = b
-            if 0 <= lo <= hi < 2 ** 64:
-                t.touch1(lo, hi, self.seq)
-            else:
+            if not _size_block(b, &lo, &hi):
                 t.exact = False
+            else:
+                t.touch1(lo, hi, self.seq)
 
     cpdef bint since(self, rec) except -1:
         """Whether a block overlapping one of rec's took an access of
         another record after rec's last one."""
         cdef AccessFields r = <AccessFields?>rec
         cdef _TargetBlocks t = self.targets.get((r.win, r.target))
+        cdef size_t lo, hi
         if t is None:
             return False
         if not t.exact:
             return True
         for b in r.blocks:
-            lo, hi = b
-            if not 0 <= lo <= hi < 2 ** 64 or t.since1(lo, hi, r.touched):
+            if not _size_block(b, &lo, &hi) or t.since1(lo, hi, r.touched):
                 return True
         return False
 
@@ -483,10 +511,8 @@ cdef object _sum_crc(const unsigned char *p, Py_ssize_t n):
     """detector.checksum's value of n bytes at p (a C-contiguous buffer)."""
     cdef Py_ssize_t words, i
     cdef uint64_t s = 0, w
-    if n <= 8:
-        return hixl_rec_small(p, n)
     if n <= 256:
-        return hixl_rec_crc32(p, n)
+        return PyBytes_FromStringAndSize(<const char *>p, n)
     words = n // 8
     for i in range(words):
         memcpy(&w, p + 8 * i, 8)

@@ -60,12 +60,12 @@ def where(code_line):
 
 
 def checksum(obj):
-    """A checksum of a buffer's bytes: up to 8 bytes their value (exact),
-    up to 256 crc32, beyond that the 64-bit wrapping sum of its words and
-    its tail (several times faster; a store that changes a word changes
-    it)."""
+    """A checksum of a buffer's bytes: up to 256 bytes the bytes themselves
+    (exact, and a copy is faster to take than a crc32 of them), beyond that
+    the 64-bit wrapping sum of its words and the crc32 of its tail (a store
+    that changes a word changes it)."""
     if type(obj) is np.ndarray and obj.nbytes <= 256 and obj.flags.c_contiguous:
-        return int.from_bytes(obj.tobytes(), "little") if obj.nbytes <= 8 else zlib.crc32(obj)
+        return obj.tobytes()
     try:
         mv = memoryview(obj)
         if not mv.contiguous:
@@ -74,10 +74,8 @@ def checksum(obj):
     except (TypeError, BufferError, ValueError):
         return None  # not a buffer we can read: no checksum
     n = mv.nbytes
-    if n <= 8:
-        return int.from_bytes(mv, "little")
     if n <= 256:
-        return zlib.crc32(mv)
+        return mv.tobytes()
     words = n // 8
     return (int(np.frombuffer(mv, np.uint64, words).sum()), zlib.crc32(mv[words * 8:]), n)
 

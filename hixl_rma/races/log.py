@@ -80,12 +80,13 @@ class _Site(_SiteBase):
 class _PyTouched:
     """Log.touched where the C record is missing: for each (window, target),
     each block (lo, hi) a record took an access of, and when the last one
-    did (Log.touch's count)."""
+    did (Log.touch's count); the blocks by size class, as the C one keeps
+    them (a block of class c is shorter than 2**(c+1))."""
 
     def __init__(self):
         self.seq = 0
         self.last = None  # the record the last access touched
-        self.targets = {}  # (win, target) -> [sorted blocks, {block: seq}, longest block]
+        self.targets = {}  # (win, target) -> ({class: sorted blocks}, {block: seq})
 
     def touch(self, rec):
         """rec took an access now."""
@@ -94,12 +95,11 @@ class _PyTouched:
         rec.touched = self.seq
         t = self.targets.get((rec.win, rec.target))
         if t is None:
-            t = self.targets[(rec.win, rec.target)] = [[], {}, 0]
+            t = self.targets[(rec.win, rec.target)] = ({}, {})
         for b in rec.blocks:
             if b[1] > b[0]:
                 if b not in t[1]:
-                    bisect.insort(t[0], b)
-                    t[2] = max(t[2], b[1] - b[0])
+                    bisect.insort(t[0].setdefault((b[1] - b[0]).bit_length() - 1, []), b)
                 t[1][b] = self.seq
 
     def since(self, rec):
@@ -108,15 +108,16 @@ class _PyTouched:
         t = self.targets.get((rec.win, rec.target))
         if t is None:
             return False
-        blocks, seqs, span = t
+        classes, seqs = t
         for lo, hi in rec.blocks:
             if hi <= lo:
                 continue
-            i = bisect.bisect_left(blocks, (lo + 1 - span,))
-            while i < len(blocks) and blocks[i][0] < hi:
-                if blocks[i][1] > lo and seqs[blocks[i]] > rec.touched:
-                    return True
-                i += 1
+            for c, blocks in classes.items():
+                i = bisect.bisect_left(blocks, (lo + 1 - (2 << c),))
+                while i < len(blocks) and blocks[i][0] < hi:
+                    if blocks[i][1] > lo and seqs[blocks[i]] > rec.touched:
+                        return True
+                    i += 1
         return False
 
     def forget(self, win):

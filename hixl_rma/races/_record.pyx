@@ -421,21 +421,34 @@ cdef class _TargetBlocks:
         return False
 
 
-cdef bint _size_block(b, size_t *lo, size_t *hi):
-    """A block (lo, hi) of Python ints as size_ts: False where it is not one
-    (a count past 64 bits of bytes, a negative end)."""
-    if type(b) is not tuple or len(<tuple>b) != 2:
-        return False
+cdef bint _hull(blocks, size_t *lo, size_t *hi):
+    """The span from the first byte to the last of blocks ((lo, hi) pairs of
+    Python ints) as size_ts, what Touched keeps of a record (one entry,
+    however many blocks: a datatype's 4,096 took 4,096 inserts per access;
+    wider than the blocks, it can only keep a record from growing). False
+    where a block is not one (a count past 64 bits of bytes, a negative
+    end)."""
+    cdef size_t a, b
+    lo[0], hi[0] = <size_t>-1, 0
     try:
-        lo[0], hi[0] = <size_t>(<tuple>b)[0], <size_t>(<tuple>b)[1]
+        for blk in blocks:
+            if type(blk) is not tuple or len(<tuple>blk) != 2:
+                return False
+            a, b = <size_t>(<tuple>blk)[0], <size_t>(<tuple>blk)[1]
+            if b < a:
+                return False
+            if b > a:
+                lo[0], hi[0] = min(lo[0], a), max(hi[0], b)
     except (OverflowError, TypeError):
         return False
-    return lo[0] <= hi[0]
+    if hi[0] == 0:
+        lo[0] = 0  # no byte
+    return True
 
 
 cdef class Touched:
-    """log.Log.touched: for each (window, target), each block a record took
-    an access of, and when the last one did (a count of Log.touch's), so
+    """log.Log.touched: for each (window, target), the span of each record
+    that took an access, and when the last one did (a count of Log.touch's), so
     that a record may grow over the accesses of other records of other
     bytes (Log.regrow) -- a loop of Puts to 4,096 blocks made 4,096 records
     in every interval."""
@@ -460,26 +473,20 @@ cdef class Touched:
         self.last = rec
         self.seq += 1
         r.touched = self.seq
-        for b in r.blocks:
-            if not _size_block(b, &lo, &hi):
-                t.exact = False
-            else:
-                t.touch1(lo, hi, self.seq)
+        if not _hull(r.blocks, &lo, &hi):
+            t.exact = False
+        else:
+            t.touch1(lo, hi, self.seq)
 
     cpdef bint since(self, rec) except -1:
-        """Whether a block overlapping one of rec's took an access of
-        another record after rec's last one."""
+        """Whether a block overlapping rec's took an access of another
+        record after rec's last one."""
         cdef AccessFields r = <AccessFields?>rec
         cdef _TargetBlocks t = self.targets.get((r.win, r.target))
         cdef size_t lo, hi
         if t is None:
             return False
-        if not t.exact:
-            return True
-        for b in r.blocks:
-            if not _size_block(b, &lo, &hi) or t.since1(lo, hi, r.touched):
-                return True
-        return False
+        return not _hull(r.blocks, &lo, &hi) or t.since1(lo, hi, r.touched)
 
     def forget(self, win):
         """Window ``win`` is freed."""

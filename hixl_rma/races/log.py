@@ -79,14 +79,19 @@ class _Site(_SiteBase):
 
 class _PyTouched:
     """Log.touched where the C record is missing: for each (window, target),
-    each block (lo, hi) a record took an access of, and when the last one
-    did (Log.touch's count); the blocks by size class, as the C one keeps
-    them (a block of class c is shorter than 2**(c+1))."""
+    the span (first byte to last) of each record that took an access, and
+    when the last one did (Log.touch's count), by size class, as the C one
+    keeps them (a span of class c is shorter than 2**(c+1))."""
 
     def __init__(self):
         self.seq = 0
         self.last = None  # the record the last access touched
-        self.targets = {}  # (win, target) -> ({class: sorted blocks}, {block: seq})
+        self.targets = {}  # (win, target) -> ({class: sorted spans}, {span: seq})
+
+    @staticmethod
+    def _hull(rec):
+        spans = [b for b in rec.blocks if b[1] > b[0]]
+        return (min(b[0] for b in spans), max(b[1] for b in spans)) if spans else None
 
     def touch(self, rec):
         """rec took an access now."""
@@ -96,28 +101,27 @@ class _PyTouched:
         t = self.targets.get((rec.win, rec.target))
         if t is None:
             t = self.targets[(rec.win, rec.target)] = ({}, {})
-        for b in rec.blocks:
-            if b[1] > b[0]:
-                if b not in t[1]:
-                    bisect.insort(t[0].setdefault((b[1] - b[0]).bit_length() - 1, []), b)
-                t[1][b] = self.seq
+        b = self._hull(rec)
+        if b is not None:
+            if b not in t[1]:
+                bisect.insort(t[0].setdefault((b[1] - b[0]).bit_length() - 1, []), b)
+            t[1][b] = self.seq
 
     def since(self, rec):
-        """Whether a block overlapping one of rec's took an access of
-        another record after rec's last one."""
+        """Whether a span overlapping rec's took an access of another record
+        after rec's last one."""
         t = self.targets.get((rec.win, rec.target))
-        if t is None:
+        span = self._hull(rec)
+        if t is None or span is None:
             return False
         classes, seqs = t
-        for lo, hi in rec.blocks:
-            if hi <= lo:
-                continue
-            for c, blocks in classes.items():
-                i = bisect.bisect_left(blocks, (lo + 1 - (2 << c),))
-                while i < len(blocks) and blocks[i][0] < hi:
-                    if blocks[i][1] > lo and seqs[blocks[i]] > rec.touched:
-                        return True
-                    i += 1
+        lo, hi = span
+        for c, spans in classes.items():
+            i = bisect.bisect_left(spans, (lo + 1 - (2 << c),))
+            while i < len(spans) and spans[i][0] < hi:
+                if spans[i][1] > lo and seqs[spans[i]] > rec.touched:
+                    return True
+                i += 1
         return False
 
     def forget(self, win):

@@ -175,6 +175,57 @@ cdef extern from *:
 
 hixl_rec_crc_init()
 
+cdef extern from *:
+    """
+    #include <unordered_map>
+
+    /* A call site as the C record finds it again: the objects by identity
+       (the same ones each time a loop's call comes back: the code object,
+       the window's key and cached target, interned strings, cached op and
+       dtype), the span and the line as numbers. */
+    struct hixl_rec_qkey {
+        PyObject *code, *key, *tw, *call, *th, *op, *dtype;
+        Py_ssize_t lo, n;
+        int line;
+        bool operator==(const hixl_rec_qkey &o) const {
+            return code == o.code && key == o.key && tw == o.tw && call == o.call && th == o.th && op == o.op &&
+                   dtype == o.dtype && lo == o.lo && n == o.n && line == o.line;
+        }
+    };
+    struct hixl_rec_qhash {
+        size_t operator()(const hixl_rec_qkey &k) const {
+            size_t h = (size_t)k.code;
+            const size_t parts[] = {(size_t)k.key, (size_t)k.tw, (size_t)k.call, (size_t)k.th, (size_t)k.op,
+                                    (size_t)k.dtype, (size_t)k.lo, (size_t)k.n, (size_t)k.line};
+            for (size_t p : parts) h = (h ^ p) * 0x100000001b3ULL + (h >> 29);
+            return h;
+        }
+    };
+    /* The value is borrowed: Recorder.quick_keep owns it and the key's objects. */
+    typedef std::unordered_map<hixl_rec_qkey, PyObject *, hixl_rec_qhash> hixl_rec_qmap;
+
+    static PyObject *hixl_rec_qget(hixl_rec_qmap &m, const hixl_rec_qkey &k) {
+        auto it = m.find(k);
+        return it == m.end() ? NULL : it->second;
+    }
+    static void hixl_rec_qput(hixl_rec_qmap &m, const hixl_rec_qkey &k, PyObject *site) { m[k] = site; }
+    """
+    cppclass hixl_rec_qmap:
+        pass
+    struct hixl_rec_qkey:
+        PyObject *code
+        PyObject *key
+        PyObject *tw
+        PyObject *call
+        PyObject *th
+        PyObject *op
+        PyObject *dtype
+        Py_ssize_t lo, n
+        int line
+    PyObject *hixl_rec_qget(hixl_rec_qmap &m, const hixl_rec_qkey &k)
+    void hixl_rec_qput(hixl_rec_qmap &m, const hixl_rec_qkey &k, PyObject *site)
+
+
 cdef object _ndarray = None  # numpy.ndarray, once a Recorder is made
 cdef tuple _EMPTY = ()
 
@@ -295,14 +346,16 @@ cdef class Uses:
         PyList_SetSlice(self.items, 0, len(self.items), NULL)
         self.span, self.seq, self.exact, self.indexed = 0, 0, True, False
 
-    cdef object clear_but_one(self):
-        """clear(); the one item there was, where nothing else holds it (a
-        spare the record fills again instead of making one), else None."""
-        cdef object one = None
-        if len(self.items) == 1 and Py_REFCNT(PyList_GET_ITEM(self.items, 0)) == 1:
-            one = <object>PyList_GET_ITEM(self.items, 0)
+    cdef list clear_spares(self):
+        """clear(); the items nothing else holds (spares the record fills
+        again instead of making new ones)."""
+        cdef list free = []
+        cdef Py_ssize_t i
+        for i in range(len(self.items)):
+            if Py_REFCNT(PyList_GET_ITEM(self.items, i)) == 1:
+                free.append(<object>PyList_GET_ITEM(self.items, i))
         self.clear()
-        return one
+        return free
 
     cpdef replace(self, items):
         """Keep only ``items`` (in their order)."""
@@ -678,6 +731,9 @@ cdef int _done(recs, now, str call, me) except -1:
     return 0
 
 
+cdef Py_ssize_t _SPARES = 4096  # the most uses kept for the next interval
+
+
 cdef class Recorder:
     """The record of one detector's Put, Get, Flush, atomics and Fence."""
 
@@ -685,8 +741,10 @@ cdef class Recorder:
     cdef Busy tls
     cdef Uses local  # det.local
     cdef Touched tch  # det.log.touched
-    cdef UseFields spare  # a use the last completion freed, which nothing else holds (see use())
-    cdef dict sites, pend, quick, recs
+    cdef dict spares  # record -> a use of it the last completion freed, which nothing else holds (see use())
+    cdef dict sites, pend, recs
+    cdef hixl_rec_qmap quick  # call sites found before, by identity (site_of)
+    cdef list quick_keep  # what quick's entries name
     # the last access's site and what found it
     cdef object h_code, h_key, h_tw, h_call, h_th, h_op, h_dtype, h_site, h_where
     cdef int h_line
@@ -723,6 +781,7 @@ cdef class Recorder:
         self.det, self.windows, self.tl = det, det.windows, det._tl
         self.local = det.local
         self.tch = det.log.touched
+        self.spares = {}
         self.lock, self.unlock = det.mutex.acquire, det.mutex.release
         main = threading.main_thread().ident
         self.main_ident, self.main_clock = 0, None
@@ -732,7 +791,7 @@ cdef class Recorder:
         # thread records too: one that exists now, or one started later
         # (threads.py's Thread.start tells, before it runs).
         self.solo = self.main_ident != 0 and threading.active_count() == 1
-        self.log, self.sites, self.pend, self.quick, self.recs = det.log, det.log.sites, det.pend, {}, {}
+        self.log, self.sites, self.pend, self.recs, self.quick_keep = det.log, det.log.sites, det.pend, {}, []
         self.ops, self.dtypes, self.types = [], [], []
         self.keep, self.rank = det.log.keep, det.rank
         self.tls, self.slow, self.atomics_done, self.checksum = tls, slow, atomics_done, checksum
@@ -800,6 +859,7 @@ cdef class Recorder:
     def forget(self, key):
         """Window ``key`` is freed."""
         self.recs.pop(key, None)
+        self.spares.clear()
         if self.w_last is not None and self.w_last.key == key:
             self.w_last = self.win_ref = None
 
@@ -850,18 +910,23 @@ cdef class Recorder:
             return self.crc(obj, &a)
         return self.checksum(obj)
 
-    cdef object site_of(self, key, tw, str call, op, dtype, code, line, lo, n, th):
+    cdef object site_of(self, key, tw, str call, op, dtype, code, int line, Py_ssize_t lo, Py_ssize_t n, th):
         """The log's site of these (log._Site), made on first use."""
-        qk = (id(code), line, key, tw, call, lo, n, th, op, dtype)
-        o = self.quick.get(qk)
+        cdef hixl_rec_qkey qk
+        qk.code, qk.key, qk.tw, qk.call = <PyObject *>code, <PyObject *>key, <PyObject *>tw, <PyObject *>call
+        qk.th, qk.op, qk.dtype = <PyObject *>th, <PyObject *>op, <PyObject *>dtype
+        qk.lo, qk.n, qk.line = lo, n, line
+        cdef PyObject *found = hixl_rec_qget(self.quick, qk)
+        if found != NULL:
+            return <object>found
+        blocks = ((lo, lo + n),) if n else ()
+        k = (key, tw, call, op, dtype, code, line, blocks, th)
+        o = self.sites.get(k)
         if o is None:
-            blocks = ((lo, lo + n),) if n else ()
-            k = (key, tw, call, op, dtype, code, line, blocks, th)
-            o = self.sites.get(k)
-            if o is None:
-                o = self.sites[k] = self.Site(self.keep)
-            # a site keeps its code object (its records' sites hold it): its id stays its own
-            self.quick[qk] = o
+            o = self.sites[k] = self.Site(self.keep)
+        # kept: the objects the key names by address live as long as the entry
+        self.quick_keep.append((code, key, tw, call, th, op, dtype, o))
+        hixl_rec_qput(self.quick, qk, <PyObject *>o)
         return o
 
     cdef AccessFields access(self, key, _Target t, str call, op, dtype, Py_ssize_t lo, Py_ssize_t n, code, int line,
@@ -962,12 +1027,10 @@ cdef class Recorder:
             if (u.rec is rec and u.obj is obj and u.lo == a and u.hi == b and u.req is None
                     and u.crc == crc and u.site == where_ and u.writes == writes):
                 return  # the same use again (a loop of Puts of one buffer): one is enough
-        nu = self.spare
-        self.spare = None
-        if (nu is not None and nu.rec is rec and nu.obj is obj and nu.lo == a and nu.hi == b and nu.req is None
-                and nu.site is where_ and nu.writes == writes and nu.win is key and nu.target is tw
-                and nu.call is call):
-            nu.crc = crc  # the last interval's use of this buffer, taken again (a loop's)
+        nu = self.spares.pop(rec, None) if self.spares else None
+        if (nu is not None and nu.lo == a and nu.hi == b and nu.site is where_ and nu.writes == writes
+                and nu.win is key and nu.target is tw and nu.call is call):
+            nu.obj, nu.crc = obj, crc  # the last interval's use of this record, taken again (a loop's)
         else:
             nu = <UseFields>_new(self.LocalUse)
             PyObject_GC_UnTrack(nu)  # see _untracked
@@ -1153,11 +1216,16 @@ cdef class Recorder:
                 continue
             if u.crc is not None and self.checksum_of(u.obj) != u.crc:
                 self.det._changed(u, call, None)
-        o = u = None  # the item's only holder is the list again (see clear_but_one)
+        o = u = None  # the item's only holder is the list again (see clear_spares)
         if keep:
             self.local.replace(keep)
         else:
-            self.spare = self.local.clear_but_one()
+            for o in self.local.clear_spares():
+                u = <UseFields>o
+                if len(self.spares) >= _SPARES:
+                    break
+                u.obj = u.crc = None  # a spare holds no buffer of the program's
+                self.spares[u.rec] = u
 
     cdef int complete(self, _WinRec W, _Target t, str call) except -1:
         """Under the mutex: this rank's accesses of W to t (None: to every

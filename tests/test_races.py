@@ -326,27 +326,34 @@ def test_c_and_python_records_report_the_same(tmp_path, which, fixed):
     expect(c, fixed)
 
 
-@pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
-def test_a_record_does_not_grow_over_the_loads_between_its_accesses(tmp_path, pure):
-    """A Put per fence epoch, its target read between them: the Put's
-    record may not grow into one interval over those loads (it did, and the
-    loads looked unordered with it); a Put+Flush loop's record does grow."""
-    prog = tmp_path / "epochs.py"
-    prog.write_text(
-        "import numpy as np\nfrom mpi4py import MPI\nimport hixl_rma\n"
-        "comm = MPI.COMM_WORLD\nsub = comm.Split(comm.rank, 0)\n"
-        "mem = np.zeros(4, np.int64)\nwin = hixl_rma.Win.Create(mem, 8, comm=sub)\nwin.Fence()\n"
-        "for e in range(5):\n    win.Put(np.full(4, e, np.int64), 0)\n    win.Fence()\n"
-        "    assert mem[0] == e\n    win.Fence()\n"
-        "win.Lock(0)\nsrc = np.ones(4, np.int64)\n"
-        "for e in range(50):\n    win.Put(src, 0)\n    win.Flush(0)\n"
-        "win.Unlock(0)\nwin.Free()\n")
-    out = tmp_path / "epochs.json"
+def _race_free_on_own_window(tmp_path, pure, body):
+    """The report of ``body`` run by each rank on a window of its own (``win``
+    over ``mem``, four int64), which must find nothing."""
+    prog = tmp_path / "own.py"
+    prog.write_text("import numpy as np\nfrom mpi4py import MPI\nimport hixl_rma\n"
+                    "comm = MPI.COMM_WORLD\nsub = comm.Split(comm.rank, 0)\n"
+                    "mem = np.zeros(4, np.int64)\nwin = hixl_rma.Win.Create(mem, 8, comm=sub)\n"
+                    + body + "win.Free()\n")
+    out = tmp_path / "own.json"
     p = _run(["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)],
              env={"HIXL_RMA_RACE_PURE": pure})
     assert p.returncode == 0, p.stdout + p.stderr
     rep = json.loads(out.read_text())
     assert rep["races"] == 0 and rep["warnings"] == 0, rep
+    return rep
+
+
+@pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
+def test_a_record_does_not_grow_over_the_loads_between_its_accesses(tmp_path, pure):
+    """A Put per fence epoch, its target read between them: the Put's
+    record may not grow into one interval over those loads (it did, and the
+    loads looked unordered with it); a Put+Flush loop's record does grow."""
+    rep = _race_free_on_own_window(tmp_path, pure, "win.Fence()\n"
+                                   "for e in range(5):\n    win.Put(np.full(4, e, np.int64), 0)\n    win.Fence()\n"
+                                   "    assert mem[0] == e\n    win.Fence()\n"
+                                   "win.Lock(0)\nsrc = np.ones(4, np.int64)\n"
+                                   "for e in range(50):\n    win.Put(src, 0)\n    win.Flush(0)\n"
+                                   "win.Unlock(0)\n")
     # per rank: 5 Put records and 5 loads (mem[0] == e), and the loop's 50 Puts in one record
     assert rep["records"] == 2 * (5 + 5 + 1), rep
 
@@ -420,22 +427,12 @@ def test_a_record_grows_over_other_records_of_other_bytes_only(tmp_path, pure):
     over the other's accesses (one record each, not one per interval); a
     Put and a Get of the same bytes, each flushed: the Get's access between
     two of the Put's ends the Put's record, and the other way round."""
-    prog = tmp_path / "blocks.py"
-    prog.write_text(
-        "import numpy as np\nfrom mpi4py import MPI\nimport hixl_rma\n"
-        "comm = MPI.COMM_WORLD\nsub = comm.Split(comm.rank, 0)\n"
-        "mem = np.zeros(4, np.int64)\nwin = hixl_rma.Win.Create(mem, 8, comm=sub)\n"
-        "a, b, c = np.ones(1, np.int64), np.full(1, 2, np.int64), np.zeros(1, np.int64)\n"
+    rep = _race_free_on_own_window(
+        tmp_path, pure, "a, b, c = np.ones(1, np.int64), np.full(1, 2, np.int64), np.zeros(1, np.int64)\n"
         "win.Lock(0)\n"
         "for e in range(20):\n    win.Put(a, 0, 0)\n    win.Put(b, 0, 1)\n    win.Flush(0)\n"
         "for e in range(20):\n    win.Put(a, 0, 2)\n    win.Flush(0)\n    win.Get(c, 0, 2)\n    win.Flush(0)\n"
-        "win.Unlock(0)\nassert list(mem[:3]) == [1, 2, 1]\nwin.Free()\n")
-    out = tmp_path / "blocks.json"
-    p = _run(["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)],
-             env={"HIXL_RMA_RACE_PURE": pure})
-    assert p.returncode == 0, p.stdout + p.stderr
-    rep = json.loads(out.read_text())
-    assert rep["races"] == 0 and rep["warnings"] == 0, rep
+        "win.Unlock(0)\nassert list(mem[:3]) == [1, 2, 1]\n")
     # per rank: the first loop's two records, grown; the second loop's 20 Puts and 20 Gets; the load at the end
     assert rep["records"] == 2 * (2 + 20 + 20 + 1), rep
 

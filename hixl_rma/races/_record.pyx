@@ -346,6 +346,15 @@ cdef class Uses:
         PyList_SetSlice(self.items, 0, len(self.items), NULL)
         self.span, self.seq, self.exact, self.indexed = 0, 0, True, False
 
+    cdef object clear_but_one(self):
+        """clear(); the one item there was, where nothing else holds it (a
+        spare), else None."""
+        cdef object one = None
+        if len(self.items) == 1 and Py_REFCNT(PyList_GET_ITEM(self.items, 0)) == 1:
+            one = <object>PyList_GET_ITEM(self.items, 0)
+        self.clear()
+        return one
+
     cdef list clear_spares(self):
         """clear(); the items nothing else holds (spares the record fills
         again instead of making new ones)."""
@@ -742,6 +751,8 @@ cdef class Recorder:
     cdef Uses local  # det.local
     cdef Touched tch  # det.log.touched
     cdef dict spares  # record -> a use of it the last completion freed, which nothing else holds (see use())
+    cdef UseFields spare  # the same where that completion freed one use
+    cdef list spare_few  # the same where it freed a few
     cdef dict sites, pend, recs
     cdef hixl_rec_qmap quick  # call sites found before, by identity (site_of)
     cdef list quick_keep  # what quick's entries name
@@ -860,6 +871,7 @@ cdef class Recorder:
         """Window ``key`` is freed."""
         self.recs.pop(key, None)
         self.spares.clear()
+        self.spare = self.spare_few = None
         if self.w_last is not None and self.w_last.key == key:
             self.w_last = self.win_ref = None
 
@@ -1027,7 +1039,7 @@ cdef class Recorder:
             if (u.rec is rec and u.obj is obj and u.lo == a and u.hi == b and u.req is None
                     and u.crc == crc and u.site == where_ and u.writes == writes):
                 return  # the same use again (a loop of Puts of one buffer): one is enough
-        nu = self.spares.pop(rec, None) if self.spares else None
+        nu = self.spare_of(rec, a, writes)
         if (nu is not None and nu.lo == a and nu.hi == b and nu.site is where_ and nu.writes == writes
                 and nu.win is key and nu.target is tw and nu.call is call):
             nu.obj, nu.crc = obj, crc  # the last interval's use of this record, taken again (a loop's)
@@ -1037,6 +1049,24 @@ cdef class Recorder:
             nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, writes
             nu.obj, nu.crc, nu.rec, nu.call, nu.site = obj, crc, rec, call, where_
         self.local.append(nu)
+
+    cdef UseFields spare_of(self, AccessFields rec, size_t a, bint writes):
+        """A use of rec at a the last completion freed, taken (see complete_local), or None."""
+        cdef UseFields u = self.spare
+        cdef Py_ssize_t i
+        if u is not None and u.rec is rec:
+            self.spare = None
+            return u
+        if self.spare_few:
+            for i in range(len(self.spare_few)):
+                u = <UseFields>self.spare_few[i]
+                if u.rec is rec and u.lo == a and u.writes == writes:
+                    PyList_SetSlice(self.spare_few, i, i + 1, NULL)
+                    return u
+            return None
+        if self.spares:
+            return self.spares.pop(rec, None)
+        return None
 
     cpdef moved(self, win, str call, origin, target_rank, target, bint receives):
         """Record a Put or Get the base class has just made (checked.py's _moved)."""
@@ -1219,13 +1249,23 @@ cdef class Recorder:
         o = u = None  # the item's only holder is the list again (see clear_spares)
         if keep:
             self.local.replace(keep)
-        else:
-            for o in self.local.clear_spares():
-                u = <UseFields>o
-                if len(self.spares) >= _SPARES:
-                    break
+        elif len(self.local.items) == 1:  # a loop's one buffer: no list, no dict
+            u = self.local.clear_but_one()
+            if u is not None:
                 u.obj = u.crc = None  # a spare holds no buffer of the program's
-                self.spares[u.rec] = u
+            self.spare = u
+        else:
+            free = self.local.clear_spares()
+            for o in free:
+                (<UseFields>o).obj = (<UseFields>o).crc = None  # a spare holds no buffer of the program's
+            if len(free) <= 8:  # an atomic's origin and result: looked through
+                self.spare_few = free
+            else:  # a loop over many blocks: one per record
+                self.spare_few = None
+                for o in free:
+                    if len(self.spares) >= _SPARES:
+                        break
+                    self.spares[(<UseFields>o).rec] = o
 
     cdef int complete(self, _WinRec W, _Target t, str call) except -1:
         """Under the mutex: this rank's accesses of W to t (None: to every

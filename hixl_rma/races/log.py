@@ -139,7 +139,7 @@ class Log:
     def __init__(self, keep):
         self.keep = keep
         self.sites = {}
-        self.touched = _Touched()  # which blocks the records touched, and when: what a growth asks
+        self.touched = _Touched()  # which bytes the records touched, and when: what a growth asks
 
     @property
     def last(self):
@@ -147,7 +147,7 @@ class Log:
         return self.touched.last
 
     def touch(self, rec):
-        """rec took an access: the last record touched, its blocks last touched now."""
+        """rec took an access: the last record touched, its span last touched now."""
         self.touched.touch(rec)
 
     def add(self, key, snap, make, epoch=None):

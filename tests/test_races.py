@@ -421,6 +421,84 @@ def test_the_line_watch_reads_a_function_s_locals_and_free_variables(tmp_path, p
     assert len(changed) == 1, rep
 
 
+_CALLED_FROM_LIBRARY = """\
+import numpy as np
+from mpi4py import MPI
+import hixl_rma
+
+comm = MPI.COMM_WORLD
+win = hixl_rma.Win.Allocate(64, 8, comm=comm)
+# code the watch does not watch (as hixl_rma's, numpy's or the standard library's)
+LIB = '''
+def each(f, n):
+    for i in range(n):
+        f(i)
+
+def get(win, buf):
+    win.Get(buf, 1, 0)
+
+def drive(gen):
+    for _ in gen:
+        pass
+'''
+lib = {}
+exec(compile(LIB, "<library>", "exec"), lib)
+dst = np.zeros(4, np.int64)
+
+
+def callback(i):
+    if i == 150:
+        win.Get(dst, 1, 0)
+        x = dst[1]  # CALLBACK: a load before the Flush, in a callee of unwatched code
+        win.Flush(1)
+
+
+def steps():
+    win.Get(dst, 1, 0)
+    yield
+    x = dst[3]  # GENERATOR: resumed by unwatched code
+    yield
+    win.Flush(1)
+
+
+win.Lock_all()
+if comm.rank == 0:
+    lib["each"](callback, 200)
+    lib["get"](win, dst)
+    x = dst[2]  # RETURNED: the Get was an unwatched function's
+    win.Flush(1)
+    lib["drive"](steps())
+win.Unlock_all()
+win.Free()
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
+def test_watched_code_called_from_unwatched_code_is_watched(tmp_path, pure):
+    """On 3.11 frames of code with nothing to watch run untraced (a frame
+    evaluation function sets each frame's tracing): a watched function
+    called from an unwatched loop (after the loop's call is specialized), a
+    watched frame an unwatched call returned to, and a watched generator
+    resumed by unwatched code are each still watched."""
+    prog = tmp_path / "called.py"
+    prog.write_text(_CALLED_FROM_LIBRARY)
+    out = tmp_path / "called.json"
+    p = _run(["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)],
+             env={"HIXL_RMA_RACE_PURE": pure})
+    assert p.returncode == 0, p.stdout + p.stderr
+    rep = json.loads(out.read_text())
+    found = {(r["a"]["call"], r["b"]["call"], int(r["b"]["where"].rsplit(":", 1)[1])) for r in rep["reports"]
+             if r["scope"] == "origin buffer"}
+    for mark in ("# CALLBACK", "# RETURNED", "# GENERATOR"):
+        assert ("Get", "load", _line(prog, mark)) in found, (mark, rep)
+
+
+def test_the_frame_hook_is_on_where_it_can_be():
+    """CPython 3.11 runs the frames of unwatched code untraced; other versions trace every frame."""
+    lt = pytest.importorskip("hixl_rma.races._linetrace")
+    assert lt.hooks() == (sys.version_info[:2] == (3, 11))
+
+
 @pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
 def test_a_record_grows_over_other_records_of_other_bytes_only(tmp_path, pure):
     """Two Puts of other bytes in each interval: each one's record grows

@@ -178,27 +178,29 @@ cdef extern from *:
         return t;
     }
 
+    /* The code object's line tuple, or None where it has no line to watch
+       (borrowed: the code object owns it); NULL with an error set. */
+    static PyObject *hixl_lt_table(PyCodeObject *code) {
+        void *extra = NULL;
+        if (HIXL_LT_GET_EXTRA((PyObject *)code, hixl_lt_index, &extra) < 0) return NULL;
+        if (extra != NULL) return (PyObject *)extra;
+        PyObject *table = PyObject_CallOneArg(hixl_lt_classify, (PyObject *)code);
+        if (table != NULL && table != Py_None) Py_SETREF(table, hixl_lt_lines(table));
+        if (table == NULL || HIXL_LT_SET_EXTRA((PyObject *)code, hixl_lt_index, table) < 0) {
+            Py_XDECREF(table);
+            return NULL;
+        }
+        return table;  /* the code object owns the reference now */
+    }
+
     static int hixl_lt_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
         (void)obj;
         (void)arg;
         if (what != PyTrace_LINE || hixl_lt_index < 0) return 0;
         PyCodeObject *code = PyFrame_GetCode(frame);
-        void *extra = NULL;
-        if (HIXL_LT_GET_EXTRA((PyObject *)code, hixl_lt_index, &extra) < 0) {
-            Py_DECREF(code);
-            return -1;
-        }
-        if (extra == NULL) {
-            PyObject *table = PyObject_CallOneArg(hixl_lt_classify, (PyObject *)code);
-            if (table != NULL && table != Py_None) Py_SETREF(table, hixl_lt_lines(table));
-            if (table == NULL || HIXL_LT_SET_EXTRA((PyObject *)code, hixl_lt_index, table) < 0) {
-                Py_XDECREF(table);
-                Py_DECREF(code);
-                return -1;
-            }
-            extra = table;  /* the code object owns the reference now */
-        }
+        PyObject *extra = hixl_lt_table(code);
         Py_DECREF(code);
+        if (extra == NULL) return -1;
         if (extra == Py_None) return 0;
         PyObject *lines = (PyObject *)extra;
         Py_ssize_t i = (Py_ssize_t)PyFrame_GetLineNumber(frame) - PyLong_AsSsize_t(PyTuple_GET_ITEM(lines, 0)) + 1;
@@ -212,11 +214,76 @@ cdef extern from *:
         return 0;
     }
 
+    #ifdef HIXL_LT_SLOTS
+    /* Frames of code with no line to watch run untraced (3.11).
+
+       Tracing on 3.11 is per thread: with a trace function set, every
+       instruction of every frame takes the tracing path, unspecialized,
+       whether its lines are watched or not (hixl_rma's, numpy's, the
+       standard library's). A frame evaluation function (PEP 523) is asked
+       for each frame the interpreter runs, and a frame's eval loop takes
+       its caller's tracing flag (cframe.use_tracing) as it starts: so the
+       flag is set for the frame from its code object's classification and
+       put back for the caller when it returns. Nothing is lost: the trace
+       function does nothing in such a frame. With the function set, 3.11
+       runs each Python call in an eval loop of its own (no call is inlined,
+       CALL_PY_EXACT_ARGS and BINARY_SUBSCR_GETITEM deoptimize), so a
+       watched callee of an untraced frame gets its flag too. */
+    static int hixl_lt_hooked = 0;
+
+    static PyObject *hixl_lt_eval(PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag) {
+        if (tstate->c_tracefunc != hixl_lt_trace || tstate->c_profilefunc != NULL || tstate->tracing)
+            return _PyEval_EvalFrameDefault(tstate, frame, throwflag);  /* not ours to change */
+        _PyCFrame *caller = tstate->cframe;
+        uint8_t was = caller->use_tracing;  /* before a classification's tracing pause resets it */
+        PyObject *table = NULL;
+        void *extra = NULL;
+        if (HIXL_LT_GET_EXTRA((PyObject *)frame->f_code, hixl_lt_index, &extra) == 0) table = (PyObject *)extra;
+        else PyErr_Clear();
+        if (table == NULL && !throwflag && !PyErr_Occurred()) {
+            /* the first frame of this code: classify it now (its frames untraced) */
+            PyThreadState_EnterTracing(tstate);
+            table = hixl_lt_table(frame->f_code);
+            PyThreadState_LeaveTracing(tstate);
+            if (table == NULL) PyErr_Clear();  /* traced: the trace function asks again, and raises */
+        }
+        caller->use_tracing = table == Py_None ? 0 : 255;
+        PyObject *r = _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+        if (tstate->c_tracefunc == hixl_lt_trace && tstate->c_profilefunc == NULL) caller->use_tracing = was;
+        else caller->use_tracing = (tstate->c_tracefunc || tstate->c_profilefunc) ? 255 : 0;
+        return r;
+    }
+
+    static void hixl_lt_hook(void) {
+        PyInterpreterState *interp = PyInterpreterState_Get();
+        /* another frame evaluator (a JIT, a debugger's): leave it, and trace every frame */
+        if (!hixl_lt_hooked && _PyInterpreterState_GetEvalFrameFunc(interp) == _PyEval_EvalFrameDefault) {
+            _PyInterpreterState_SetEvalFrameFunc(interp, hixl_lt_eval);
+            hixl_lt_hooked = 1;
+        }
+    }
+
+    static void hixl_lt_unhook(void) {
+        PyInterpreterState *interp = PyInterpreterState_Get();
+        if (hixl_lt_hooked && _PyInterpreterState_GetEvalFrameFunc(interp) == hixl_lt_eval)
+            _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
+        hixl_lt_hooked = 0;
+    }
+    #define HIXL_LT_HOOKS 1
+    #else
+    static void hixl_lt_hook(void) {}
+    static void hixl_lt_unhook(void) {}
+    #define HIXL_LT_HOOKS 0
+    #endif
+
     static int hixl_lt_configure(void) {
         if (hixl_lt_index < 0) hixl_lt_index = HIXL_LT_REQUEST_INDEX(hixl_lt_free);
         return hixl_lt_index < 0 ? -1 : 0;
     }
-    static void hixl_lt_install(void) { PyEval_SetTrace(hixl_lt_trace, NULL); }
+    static void hixl_lt_install(void) {
+        hixl_lt_hook();
+        PyEval_SetTrace(hixl_lt_trace, NULL);
+    }
     static void hixl_lt_remove(void) { PyEval_SetTrace(NULL, NULL); }
     """
     PyObject *hixl_lt_classify
@@ -225,6 +292,8 @@ cdef extern from *:
     int hixl_lt_configure()
     void hixl_lt_install()
     void hixl_lt_remove()
+    void hixl_lt_unhook()
+    int HIXL_LT_HOOKS
 
 cdef object _keep = None  # owns what the C globals point at
 
@@ -246,10 +315,21 @@ def configure(classify, on_line, arrays=None):
 
 
 def install():
-    """Trace the calling thread with the C function."""
+    """Trace the calling thread with the C function (on 3.11 only the frames
+    of code with a line to watch: see hixl_lt_eval)."""
     hixl_lt_install()
 
 
 def remove():
     """Stop tracing the calling thread."""
     hixl_lt_remove()
+
+
+def unhook():
+    """Stop choosing, frame by frame, which frames are traced (every thread)."""
+    hixl_lt_unhook()
+
+
+def hooks():
+    """Whether frames of code with nothing to watch run untraced (CPython 3.11)."""
+    return bool(HIXL_LT_HOOKS)

@@ -264,3 +264,5 @@ def stop():
     _det = None
     sys.settrace(None)  # also takes the C function away from this thread
     threading.settrace(None)
+    if _linetrace is not None:
+        _linetrace.unhook()

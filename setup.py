@@ -148,7 +148,7 @@ linetrace = Extension(LINETRACE, sources=["hixl_rma/races/_linetrace.pyx"], lang
 # is missing.
 # It reads ndarrays through numpy's C API (a buffer export builds a format
 # string on every call); numpy is a build requirement. -O3: the origin
-# checksum's word sum is vectorized there, not at -O2.
+# checksum's plain word sum (no AVX2 at run time) is vectorized there, not at -O2.
 RECORD = "hixl_rma.races._record"
 record = Extension(RECORD, sources=["hixl_rma/races/_record.pyx"], language="c++",
                    include_dirs=[numpy.get_include()],

@@ -621,3 +621,10 @@ def test_c_checksum_is_detector_checksum():
         seen.add(checksum(small))
         assert rec._checksum_of(small) == checksum(small)
     assert len(seen) == 257 and checksum(np.array([0x0102], "<u2")) == b"\x02\x01"
+    # past 256 bytes: the vector word sum's blocks of 16 words, its leftover words and the crc32 tail
+    for n in (257, 264, 384, 1000, 4096, 4096 + 8 * 15 + 7, 65536 + 3):
+        obj = rng.integers(0, 256, n, dtype=np.uint8)
+        assert rec._checksum_of(obj) == checksum(obj), n
+        assert rec.fast_checksum(obj, None) == checksum(obj), n  # the C path: no slow function to call
+        obj[n // 2] ^= 1
+        assert rec._checksum_of(obj) == checksum(obj), n

@@ -384,6 +384,13 @@ def outer():
         win.Get(dst, 1, 4)
         x = dst[1]  # FAST: a load through a local before the Flush
         win.Flush(1)
+        k = 1
+        win.Get(dst, 1, 4)
+        x = dst[k]  # BY NAME: a load of an element by a variable index
+        win.Flush(1)
+        win.Put(src, 1, 0)
+        src[k] += 1  # AUGMENTED: a load and a store
+        win.Flush(1)
         for i in range(3):
             win.Put(dst, 1, 6)
             if i == 1:
@@ -416,9 +423,38 @@ def test_the_line_watch_reads_a_function_s_locals_and_free_variables(tmp_path, p
              if r["scope"] == "origin buffer"}
     assert ("Put", "store", _line(prog, "# CLOSURE")) in found, rep
     assert ("Get", "load", _line(prog, "# FAST")) in found, rep
+    assert ("Get", "load", _line(prog, "# BY NAME")) in found, rep
+    assert ("Put", "store", _line(prog, "# AUGMENTED")) in found, rep
     changed = [r for r in rep["reports"] if "seen by its checksum" in r["why"] and r["a"]["call"] == "Put"
                and r["a"]["where"].endswith(f":{_line(prog, 'win.Put(dst, 1, 6)')}")]
     assert len(changed) == 1, rep
+
+
+def test_the_line_table_reads_subscripts_by_a_name_augmented_stores_and_slices():
+    """What lines._table makes of a line (3.11's bytecode and 3.12+'s:
+    BINARY_SLICE, 3.13's two-name superinstructions): an element by a
+    variable index, a store to it, ``x[i] +=`` (a store), constant slices."""
+    from hixl_rma.races import lines
+
+    def f(a, i, v):
+        x = a[i]
+        a[i] = v
+        a[i] += 1
+        y = a[1:3]
+        a[:2] = 0
+        return x, y
+
+    t = lines._table(f.__code__)
+    first = f.__code__.co_firstlineno
+
+    def entries(k):
+        return {(e[0], e[2], e[3]) for e in t.get(first + k, ())}
+
+    assert ("a", ("LOAD_FAST", "i"), False) in entries(1), t
+    assert ("a", ("LOAD_FAST", "i"), True) in entries(2), t
+    assert ("a", ("LOAD_FAST", "i"), True) in entries(3), t
+    assert ("a", ("SLICE", (1, 3)), False) in entries(4), t
+    assert ("a", ("SLICE", (None, 2)), True) in entries(5), t
 
 
 _CALLED_FROM_LIBRARY = """\

@@ -193,6 +193,21 @@ cdef extern from *:
         return table;  /* the code object owns the reference now */
     }
 
+    /* Line `line` of frame (running code, whose line tuple is lines) is
+       about to run: on_line is called where its names are bound to a
+       buffer. 1: the line has nothing to watch, ever; 0: done; -1: error. */
+    static int hixl_lt_line(PyFrameObject *frame, PyObject *lines, int line) {
+        Py_ssize_t i = (Py_ssize_t)line - PyLong_AsSsize_t(PyTuple_GET_ITEM(lines, 0)) + 1;
+        if (i < 1 || i >= PyTuple_GET_SIZE(lines)) return 1;
+        PyObject *entries = PyTuple_GET_ITEM(lines, i);
+        if (entries == Py_None) return 1;
+        if (hixl_lt_arrays != NULL && !hixl_lt_names_buffer(frame, entries)) return 0;
+        PyObject *r = PyObject_CallOneArg(hixl_lt_on_line, (PyObject *)frame);
+        if (r == NULL) return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+
     static int hixl_lt_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg) {
         (void)obj;
         (void)arg;
@@ -202,16 +217,34 @@ cdef extern from *:
         Py_DECREF(code);
         if (extra == NULL) return -1;
         if (extra == Py_None) return 0;
-        PyObject *lines = (PyObject *)extra;
-        Py_ssize_t i = (Py_ssize_t)PyFrame_GetLineNumber(frame) - PyLong_AsSsize_t(PyTuple_GET_ITEM(lines, 0)) + 1;
-        if (i < 1 || i >= PyTuple_GET_SIZE(lines)) return 0;
-        PyObject *entries = PyTuple_GET_ITEM(lines, i);
-        if (entries == Py_None) return 0;
-        if (hixl_lt_arrays != NULL && !hixl_lt_names_buffer(frame, entries)) return 0;
-        PyObject *r = PyObject_CallOneArg(hixl_lt_on_line, (PyObject *)frame);
-        if (r == NULL) return -1;
-        Py_DECREF(r);
-        return 0;
+        return hixl_lt_line(frame, extra, PyFrame_GetLineNumber(frame)) < 0 ? -1 : 0;
+    }
+
+    /* sys.monitoring's callbacks (3.12+; lines.py registers them). PY_START:
+       the code object's classification; LINE events are turned on for it
+       where it has a line to watch (the caller does), and PY_START is
+       disabled for it: 1 when it has one, 0 when not, -1: error. */
+    static int hixl_lt_mon_start(PyObject *code) {
+        if (!PyCode_Check(code) || hixl_lt_index < 0) return 0;
+        PyObject *table = hixl_lt_table((PyCodeObject *)code);
+        if (table == NULL) return -1;
+        return table != Py_None;
+    }
+    /* LINE: 1 when the line has nothing to watch (the callback disables
+       its event there for good), 0 when done, -1: error. */
+    static int hixl_lt_mon_line(PyObject *code, int line) {
+        void *extra = NULL;
+        if (!PyCode_Check(code) || hixl_lt_index < 0) return 1;
+        if (HIXL_LT_GET_EXTRA(code, hixl_lt_index, &extra) < 0) return -1;
+        if (extra == NULL || extra == Py_None) return 1;
+        /* a callback in C runs in no frame of its own: the current frame is the line's */
+        PyFrameObject *frame = PyEval_GetFrame();
+        if (frame == NULL) return 0;
+        PyCodeObject *fc = PyFrame_GetCode(frame);
+        int same = (PyObject *)fc == code;
+        Py_DECREF(fc);
+        if (!same) return 0;
+        return hixl_lt_line(frame, (PyObject *)extra, line);
     }
 
     #ifdef HIXL_LT_SLOTS
@@ -294,6 +327,8 @@ cdef extern from *:
     void hixl_lt_remove()
     void hixl_lt_unhook()
     int HIXL_LT_HOOKS
+    int hixl_lt_mon_start(object code) except -1
+    int hixl_lt_mon_line(object code, int line) except -1
 
 cdef object _keep = None  # owns what the C globals point at
 
@@ -333,3 +368,78 @@ def unhook():
 def hooks():
     """Whether frames of code with nothing to watch run untraced (CPython 3.11)."""
     return bool(HIXL_LT_HOOKS)
+
+
+
+# ---------------------------------------------------------------- sys.monitoring (3.12+)
+# A tool's LINE events are per code object and per line: a line with nothing
+# to watch is disabled for good the first time it runs (it costs nothing
+# after that, where 3.11's tracing ran every instruction of every frame on
+# its slow path), and code with no line to watch gets no LINE event at all.
+
+cdef object _mon = None  # (sys.monitoring, tool id, DISABLE, LINE), while the watch uses it
+cdef list _lit = None  # the code objects whose LINE events it turned on
+
+
+def _on_start(code, offset):
+    """PY_START: classify the code object, once (the event is disabled for it after)."""
+    mon, tool, disable, line = _mon
+    if hixl_lt_mon_start(code):
+        mon.set_local_events(tool, code, line)
+        _lit.append(code)
+    return disable
+
+
+def _on_line(code, int line):
+    """LINE of watched code: its line watched, or disabled for good where it has nothing to watch."""
+    if hixl_lt_mon_line(code, line):
+        return _mon[2]
+    return None
+
+
+def monitoring():
+    """Whether this Python has sys.monitoring (3.12+), which start_monitoring uses."""
+    import sys
+    return hasattr(sys, "monitoring")
+
+
+def start_monitoring(frames=()):
+    """Watch every thread's lines through a sys.monitoring tool (configure()
+    first); ``frames``: frames already running, whose code is classified now
+    (no PY_START comes for them). False where no tool id is free."""
+    global _mon, _lit
+    import sys
+    mon = sys.monitoring
+    for tool in (4, 3, 5, 2, 1, 0):
+        try:
+            mon.use_tool_id(tool, "hixl_rma race detector")
+        except ValueError:
+            continue
+        break
+    else:
+        return False
+    _mon, _lit = (mon, tool, mon.DISABLE, mon.events.LINE), []
+    mon.register_callback(tool, mon.events.PY_START, _on_start)
+    mon.register_callback(tool, mon.events.LINE, _on_line)
+    for f in frames:
+        code = f.f_code
+        if hixl_lt_mon_start(code) and not any(c is code for c in _lit):
+            mon.set_local_events(tool, code, mon.events.LINE)
+            _lit.append(code)
+    mon.set_events(tool, mon.events.PY_START)
+    return True
+
+
+def stop_monitoring():
+    """Give the tool id back, its events off."""
+    global _mon, _lit
+    if _mon is None:
+        return
+    mon, tool = _mon[0], _mon[1]
+    mon.set_events(tool, 0)
+    for code in _lit:
+        mon.set_local_events(tool, code, 0)
+    mon.register_callback(tool, mon.events.PY_START, None)
+    mon.register_callback(tool, mon.events.LINE, None)
+    mon.free_tool_id(tool)
+    _mon = _lit = None

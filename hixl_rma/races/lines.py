@@ -79,8 +79,62 @@ def _is_user(code):
     return not (fn.startswith("<") or fn.startswith(_SKIP) or "site-packages" in fn)
 
 
+class _Ins:
+    """One instruction as _table reads it: dis's, with 3.13's two-name
+    superinstructions split in two and 3.12's LOAD_FAST_CHECK read as
+    LOAD_FAST."""
+    __slots__ = ("opname", "argval", "arg", "positions")
+
+    def __init__(self, opname, argval, arg, positions):
+        self.opname, self.argval, self.arg, self.positions = opname, argval, arg, positions
+
+
+_PAIRS = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"), "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+          "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST")}
+_SUBSCR = frozenset(("BINARY_SUBSCR", "STORE_SUBSCR"))
+_SLICE = frozenset(("BINARY_SLICE", "STORE_SLICE"))  # 3.12+: a two-bound slice without BUILD_SLICE
+
+
+def _instructions(code):
+    out = []
+    for i in dis.get_instructions(code):
+        pair = _PAIRS.get(i.opname)
+        if pair is not None:  # oparg: the first local's index in the high four bits, the second's in the low
+            out.append(_Ins(pair[0], i.argval[0], i.arg >> 4, i.positions))
+            out.append(_Ins(pair[1], i.argval[1], i.arg & 15, i.positions))
+        elif i.opname == "LOAD_FAST_CHECK":
+            out.append(_Ins("LOAD_FAST", i.argval, i.arg, i.positions))
+        else:
+            out.append(_Ins(i.opname, i.argval, i.arg, i.positions))
+    return out
+
+
+def _index(ins, k):
+    """(index, how it is subscripted) of the name loaded at k: index is
+    (how the index is loaded, its value) for one element by a constant or
+    a name, ("SLICE", (a, b)) for a constant slice, else None; how is the
+    subscript's op (STORE_SUBSCR, BINARY_SUBSCR, ...; "AUG" for ``x[i] +=``),
+    or None where the name is not subscripted so."""
+    n = len(ins)
+    if k + 2 < n and ins[k + 1].opname in _INDEX:
+        op = ins[k + 2].opname
+        if op in _SUBSCR:
+            return (ins[k + 1].opname, ins[k + 1].argval), op
+        if (op == "COPY" and k + 4 < n and ins[k + 3].opname == "COPY"
+                and ins[k + 4].opname == "BINARY_SUBSCR"):
+            return (ins[k + 1].opname, ins[k + 1].argval), "AUG"  # x[i] op= v: a load, then a store
+    if k + 3 < n and ins[k + 1].opname == "LOAD_CONST" and ins[k + 2].opname == "LOAD_CONST":
+        bounds = ("SLICE", (ins[k + 1].argval, ins[k + 2].argval))
+        if ins[k + 3].opname in _SLICE:
+            return bounds, ins[k + 3].opname
+        if (k + 4 < n and ins[k + 3].opname == "BUILD_SLICE" and ins[k + 3].argval == 2
+                and ins[k + 4].opname in _SUBSCR):
+            return bounds, ins[k + 4].opname
+    return None, None
+
+
 def _table(code):
-    ins = list(dis.get_instructions(code))
+    ins = _instructions(code)
     lines = {}
     skip = set()
     for i in ins:
@@ -95,35 +149,31 @@ def _table(code):
         ln = i.positions.lineno if i.positions else None
         if ln is None or ln in skip:
             continue
-        store, index = False, None
+        store = False
         nxt = ins[k + 1] if k + 1 < len(ins) else None
         if nxt is None or nxt.opname in _NOT_ACCESS or (nxt.opname in ("LOAD_METHOD", "LOAD_ATTR")
                                                         and nxt.argval in _METADATA):
             continue
-        if not _subscripted(ins, k) and not (
+        index, sub = _index(ins, k)
+        if sub is None and not _subscripted(ins, k) and not (
                 nxt.opname in _USES or (nxt.opname in _INDEX and k + 2 < len(ins) and ins[k + 2].opname in _USES)
                 or (nxt.opname in ("LOAD_METHOD", "LOAD_ATTR") and nxt.argval not in _METADATA)
                 or (nxt.opname in ("PRECALL", "CALL") and not _keeps(ins, k))):
             continue  # named, not read: packed into a tuple, an argument among others, ...
-        if nxt.opname in ("LOAD_METHOD", "LOAD_ATTR") and nxt.argval in _STORE_METHODS:
+        if sub is not None:
+            store = sub in ("STORE_SUBSCR", "STORE_SLICE", "AUG")
+        elif nxt.opname in ("LOAD_METHOD", "LOAD_ATTR") and nxt.argval in _STORE_METHODS:
             store = True
         else:
             for m in range(k + 1, min(k + 9, len(ins))):
                 op = ins[m].opname
-                if op == "STORE_SUBSCR":
+                if op in ("STORE_SUBSCR", "STORE_SLICE"):
                     store = True
                     break
-                if op == "BINARY_SUBSCR":
+                if op in ("BINARY_SUBSCR", "BINARY_SLICE"):
                     break
                 if op in _NAMES and m > k + 1 or op.startswith("CALL") or op.startswith("STORE_"):
                     break
-            if (k + 2 < len(ins) and ins[k + 1].opname in _INDEX
-                    and ins[k + 2].opname in ("BINARY_SUBSCR", "STORE_SUBSCR")):
-                index = (ins[k + 1].opname, ins[k + 1].argval)
-            elif (k + 4 < len(ins) and ins[k + 1].opname == "LOAD_CONST" and ins[k + 2].opname == "LOAD_CONST"
-                  and ins[k + 3].opname == "BUILD_SLICE" and ins[k + 3].argval == 2
-                  and ins[k + 4].opname in ("BINARY_SUBSCR", "STORE_SUBSCR")):
-                index = ("SLICE", (ins[k + 1].argval, ins[k + 2].argval))
         # the slot: where the C trace function reads a local without the frame's locals dict
         slot = i.arg if i.opname in ("LOAD_FAST", "LOAD_DEREF") else -1
         lines.setdefault(ln, []).append((i.argval, i.opname, index, store, slot))
@@ -133,7 +183,7 @@ def _table(code):
 def _subscripted(ins, k):
     for m in range(k + 1, min(k + 9, len(ins))):
         op = ins[m].opname
-        if op in ("BINARY_SUBSCR", "STORE_SUBSCR"):
+        if op in _SUBSCR or op in _SLICE:
             return True
         if op in _NAMES or op.startswith("CALL") or op.startswith("STORE_") or op == "PRECALL":
             return False
@@ -244,8 +294,11 @@ def start(det):
     global _det
     _det = det
     if _linetrace is not None:
-        # Every frame's lines reach the C function, the running ones' too.
         _linetrace.configure(_classify, _on_line, _ARRAYS)
+        # 3.12+: a sys.monitoring tool, LINE events only where there is a line to watch
+        if _linetrace.monitoring() and _linetrace.start_monitoring(_running_frames()):
+            return
+        # Every frame's lines reach the C function, the running ones' too.
         threading.settrace(_thread_start)
         _linetrace.install()
         return
@@ -259,9 +312,21 @@ def start(det):
         f = f.f_back
 
 
+def _running_frames():
+    """Every thread's running frames (no PY_START event comes for them)."""
+    out = []
+    for f in sys._current_frames().values():
+        while f is not None:
+            out.append(f)
+            f = f.f_back
+    return out
+
+
 def stop():
     global _det
     _det = None
+    if _linetrace is not None:
+        _linetrace.stop_monitoring()
     sys.settrace(None)  # also takes the C function away from this thread
     threading.settrace(None)
     if _linetrace is not None:

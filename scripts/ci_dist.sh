@@ -10,6 +10,7 @@
 #   ci_dist.sh demo NAME                     README's demo (examples/kv_cache_transfer.py --compare mpi, 2 ranks)
 #   ci_dist.sh core NAME N [VAR=VALUE ...]   the core multi-rank suite at -n N, from a copy of tests/mpi outside
 #                                            the repository (so the tests import the installed package)
+#   ci_dist.sh races NAME                    the race detector's scorer (scripts/race_score.py --check)
 #
 # Every command in a venv runs with PATH = that venv's bin and a directory of
 # links to the rest of PATH less the compilers (gcc, g++, cc, c++, clang and
@@ -161,7 +162,14 @@ case $cmd in
     in_venv "$name" python -c "from mpi4py import MPI; print(MPI.Get_library_version().splitlines()[0])"
     in_venv "$name" env "$@" "${launcher[@]}" -n "$n" pytest -q -p no:cacheprovider --color=no --with-mpi -m core mpi
     ;;
+  races)
+    # the race detector scored on its cases with this venv's Python (3.13: its
+    # line watch is a sys.monitoring tool, where 3.11's is a trace function)
+    name=$1
+    check_import "$name"
+    in_venv "$name" python "$REPO/scripts/race_score.py" --jobs 2 --check
+    ;;
   *)
-    die "usage: ci_dist.sh build | wheel-venv NAME MPI | sdist-venv NAME PYTHON MPI | demo NAME | core NAME N [VAR=VALUE ...]"
+    die "usage: ci_dist.sh build | wheel-venv NAME MPI | sdist-venv NAME PYTHON MPI | demo NAME | core NAME N [VAR=VALUE ...] | races NAME"
     ;;
 esac

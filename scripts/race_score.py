@@ -91,6 +91,17 @@ def score(results):
     return table
 
 
+def _watch_kind():
+    """How the cases' line watch runs with this Python (lines.start's choice)."""
+    try:
+        from hixl_rma.races import _linetrace
+    except ImportError:
+        return "sys.settrace (no C extension)"
+    if _linetrace.monitoring():
+        return "sys.monitoring"
+    return "C trace function" + (", unwatched frames untraced" if _linetrace.hooks() else "")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jobs", type=int, default=2)
@@ -127,7 +138,8 @@ def main(argv=None):
     for g, s in table.items():
         print(f"{g:10s} {s['n']:5d} {s['tp']:4d} {s['tn']:4d} {s['fp']:4d} {s['fn']:4d} {s['errors']:4d} "
               f"{s['precision']:9.3f} {s['recall']:7.3f} {s['accuracy']:8.3f}")
-    print(f"\n{len(results)} cases in {wall:.0f} s with {args.jobs} jobs")
+    print(f"\n{len(results)} cases in {wall:.0f} s with {args.jobs} jobs; Python {sys.version.split()[0]}, "
+          f"line watch: {_watch_kind()}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"table": table, "cases": results, "seconds": wall}, f, indent=1)

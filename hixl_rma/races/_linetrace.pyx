@@ -9,6 +9,12 @@ event a read of its code object's classification (kept on the code object,
 asked of lines.py once) and, in watched code, one lookup of its line number;
 only a line whose names are bound to a buffer (an ndarray, a memoryview ...:
 what lines.py looks at) calls back into Python.
+
+Tracing on 3.11 slows every instruction of every frame, watched or not:
+there a frame evaluation function runs the frames of code with no line to
+watch untraced (hixl_lt_eval). 3.12+ has sys.monitoring, whose LINE events
+are per code object and per line: the same checks run as its callbacks
+(start_monitoring), and a line with nothing to watch is disabled for good.
 """
 
 from cpython.object cimport PyObject

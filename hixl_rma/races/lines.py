@@ -21,6 +21,14 @@ line (a helper function's loads are seen in the helper only if it is the
 program's own code; C extensions, ``np.frombuffer`` views made and used on
 one line, other processes). Threads started after the detector are
 watched too (``threading.settrace``).
+
+How lines reach it (``_linetrace``): on 3.12+ a ``sys.monitoring`` tool,
+with LINE events only in code objects that have a line to watch and each
+line with nothing to watch disabled after its first run; on 3.11 a C trace
+function, with the frames of code that has no line to watch run untraced
+(a frame evaluation function); without the extension, ``sys.settrace``.
+The bytecode is read as each version writes it: 3.12's BINARY_SLICE and
+STORE_SLICE, 3.13's two-name superinstructions (LOAD_FAST_LOAD_FAST ...).
 """
 import dis
 import os

@@ -406,21 +406,28 @@ win.Free()
 """
 
 
-@pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
-def test_the_line_watch_reads_a_function_s_locals_and_free_variables(tmp_path, pure):
-    """The watch reads a function's locals and its closure's variables from
-    the frame (the C trace function from their slots); the Put loop's buffer
-    in use, taken again in each interval by the C record, still has its
-    checksum taken at each Put."""
-    prog = tmp_path / "locals.py"
-    prog.write_text(_LOCALS)
-    out = tmp_path / "locals.json"
+def _origin_buffer_races(tmp_path, name, text, pure):
+    """(the program, its JSON report, {(call, local access, line)} of its
+    origin-buffer races) of ``text`` run at -n 2 under --check-races."""
+    prog = tmp_path / f"{name}.py"
+    prog.write_text(text)
+    out = tmp_path / f"{name}.json"
     p = _run(["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)],
              env={"HIXL_RMA_RACE_PURE": pure})
     assert p.returncode == 0, p.stdout + p.stderr
     rep = json.loads(out.read_text())
     found = {(r["a"]["call"], r["b"]["call"], int(r["b"]["where"].rsplit(":", 1)[1])) for r in rep["reports"]
              if r["scope"] == "origin buffer"}
+    return prog, rep, found
+
+
+@pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
+def test_the_line_watch_reads_a_function_s_locals_and_free_variables(tmp_path, pure):
+    """The watch reads a function's locals and its closure's variables from
+    the frame (the C trace function from their slots); the Put loop's buffer
+    in use, taken again in each interval by the C record, still has its
+    checksum taken at each Put."""
+    prog, rep, found = _origin_buffer_races(tmp_path, "locals", _LOCALS, pure)
     assert ("Put", "store", _line(prog, "# CLOSURE")) in found, rep
     assert ("Get", "load", _line(prog, "# FAST")) in found, rep
     assert ("Get", "load", _line(prog, "# BY NAME")) in found, rep
@@ -516,15 +523,7 @@ def test_watched_code_called_from_unwatched_code_is_watched(tmp_path, pure):
     called from an unwatched loop (after the loop's call is specialized), a
     watched frame an unwatched call returned to, and a watched generator
     resumed by unwatched code are each still watched."""
-    prog = tmp_path / "called.py"
-    prog.write_text(_CALLED_FROM_LIBRARY)
-    out = tmp_path / "called.json"
-    p = _run(["-m", "hixl_rma", "--check-races", "--races-json", str(out), str(prog)],
-             env={"HIXL_RMA_RACE_PURE": pure})
-    assert p.returncode == 0, p.stdout + p.stderr
-    rep = json.loads(out.read_text())
-    found = {(r["a"]["call"], r["b"]["call"], int(r["b"]["where"].rsplit(":", 1)[1])) for r in rep["reports"]
-             if r["scope"] == "origin buffer"}
+    prog, rep, found = _origin_buffer_races(tmp_path, "called", _CALLED_FROM_LIBRARY, pure)
     for mark in ("# CALLBACK", "# RETURNED", "# GENERATOR"):
         assert ("Get", "load", _line(prog, mark)) in found, (mark, rep)
 

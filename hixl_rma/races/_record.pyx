@@ -27,7 +27,8 @@ from cpython.pythread cimport PyThread_get_thread_ident
 from cpython.weakref cimport PyWeakref_GetObject
 cimport cython
 from libc.stdint cimport uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libcpp.algorithm cimport sort
 from libcpp.map cimport map, multimap
 from libcpp.pair cimport pair
@@ -628,18 +629,35 @@ cdef inline object _new(type cls):
     return (<PyTypeObject *>cls).tp_new(cls, <PyObject *>_EMPTY, NULL)
 
 
+cdef inline void _pack_sum(const unsigned char *p, Py_ssize_t n, unsigned char *out):
+    """detector.checksum's value of n > 256 bytes at p, packed as its
+    struct.pack("=QIQ", word sum, crc32 of the tail, n) is (20 bytes)."""
+    cdef Py_ssize_t words = n // 8
+    cdef uint64_t s = hixl_rec_wordsum(p, words), size = <uint64_t>n
+    cdef uint32_t c = hixl_rec_crc32(p + 8 * words, n - 8 * words)
+    memcpy(out, &s, 8)  # native byte order, as "=" packs
+    memcpy(out + 8, &c, 4)
+    memcpy(out + 12, &size, 8)
+
+
 cdef object _sum_crc(const unsigned char *p, Py_ssize_t n):
     """detector.checksum's value of n bytes at p (a C-contiguous buffer)."""
-    cdef Py_ssize_t words
-    cdef uint64_t s
+    cdef unsigned char packed[20]
     if n <= 256:
         return PyBytes_FromStringAndSize(<const char *>p, n)
-    words = n // 8
-    s = hixl_rec_wordsum(p, words)
-    t = (s, hixl_rec_crc32(p + 8 * words, n - 8 * words), n)
-    # three ints make no cycle: untracked now, not at the collection that a loop's thousands of them trigger
-    PyObject_GC_UnTrack(t)
-    return t
+    _pack_sum(p, n, packed)
+    return PyBytes_FromStringAndSize(<const char *>packed, 20)
+
+
+cdef bint _same_sum(const unsigned char *p, Py_ssize_t n, crc):
+    """_sum_crc(p, n) == crc, without making the checksum object."""
+    cdef unsigned char packed[20]
+    if type(crc) is not bytes:
+        return False
+    if n <= 256:
+        return PyBytes_GET_SIZE(crc) == n and memcmp(PyBytes_AS_STRING(crc), p, n) == 0
+    _pack_sum(p, n, packed)
+    return PyBytes_GET_SIZE(crc) == 20 and memcmp(PyBytes_AS_STRING(crc), packed, 20) == 0
 
 
 _FLUSH = "Flush"
@@ -976,6 +994,13 @@ cdef class Recorder:
             return self.crc(obj, &a)
         return self.checksum(obj)
 
+    cdef bint unchanged(self, obj, crc) except -1:
+        """checksum_of(obj) == crc: in place where crc() reads obj itself."""
+        cdef _Arr a
+        if _c_array(obj, &a) and (a.nbytes <= 256 or self.dtype_of(obj)[2]):
+            return _same_sum(<const unsigned char *>a.addr, a.nbytes, crc)
+        return self.checksum_of(obj) == crc
+
     cdef object site_of(self, key, tw, str call, op, dtype, code, int line, Py_ssize_t lo, Py_ssize_t n, th):
         """The log's site of these (log._Site), made on first use."""
         cdef hixl_rec_qkey qk
@@ -1298,7 +1323,7 @@ cdef class Recorder:
                     keep = []
                 keep.append(u)
                 continue
-            if u.crc is not None and self.checksum_of(u.obj) != u.crc:
+            if u.crc is not None and not self.unchanged(u.obj, u.crc):
                 self.det._changed(u, call, None)
         o = u = None  # the item's only holder is the list again (see clear_spares)
         if keep:

@@ -11,6 +11,7 @@ happens. Origin-buffer misuse is seen locally, as it happens (it needs no
 other rank's knowledge).
 """
 import os
+import struct
 import sys
 import threading
 import zlib
@@ -59,11 +60,15 @@ def where(code_line):
     return f"{code.co_filename}:{line}"
 
 
+_PACKED = struct.Struct("=QIQ")  # native order: the C record's _pack_sum writes the same bytes
+
+
 def checksum(obj):
     """A checksum of a buffer's bytes: up to 256 bytes the bytes themselves
     (exact, and a copy is faster to take than a crc32 of them), beyond that
-    the 64-bit wrapping sum of its words and the crc32 of its tail (a store
-    that changes a word changes it)."""
+    the 64-bit wrapping sum of its words, the crc32 of its tail and its
+    size, packed in 20 bytes (a store that changes a word changes it; one
+    object, which the C record compares without making another)."""
     if type(obj) is np.ndarray and obj.nbytes <= 256 and obj.flags.c_contiguous:
         return obj.tobytes()
     try:
@@ -77,7 +82,7 @@ def checksum(obj):
     if n <= 256:
         return mv.tobytes()
     words = n // 8
-    return (int(np.frombuffer(mv, np.uint64, words).sum()), zlib.crc32(mv[words * 8:]), n)
+    return _PACKED.pack(int(np.frombuffer(mv, np.uint64, words).sum()), zlib.crc32(mv[words * 8:]), n)
 
 
 def _sum(obj):

@@ -1172,7 +1172,9 @@ cdef class Recorder:
         W = self.of(win)
         t = W.target(target_rank)
         if target is None or type(target) is int:
-            lo, n, dtype = (target or 0) * t.du, held, None
+            # in C: the base call took the displacement, so it is a window offset (a Python product
+            # made an int object, past the small ones, per call)
+            lo, n, dtype = (<Py_ssize_t>target if target is not None else 0) * t.du, held, None
         else:
             # target_blocks' rules, for the forms whose blocks are one span
             if type(target) is not tuple and type(target) is not list:
@@ -1200,7 +1202,7 @@ cdef class Recorder:
             # past 64 bits of bytes too: a Python int here), a Get's origin may hold more than the
             # target describes
             n = min(described, held) if not receives else described
-            lo = target[0] * t.du
+            lo = <Py_ssize_t>target[0] * t.du
         code = hixl_rec_frame(self.own, &line)
         taken = self.enter()
         try:
@@ -1288,7 +1290,7 @@ cdef class Recorder:
                 base(win, origin, result, target_rank, target, op)
         t = W.target(target_rank)
         tw = t.tw
-        lo = (target or 0) * t.du
+        lo = (<Py_ssize_t>target if target is not None else 0) * t.du
         dtype = self.dtype_of(origin)[1]
         code = hixl_rec_frame(self.own, &line)
         taken = self.enter()

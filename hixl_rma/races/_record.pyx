@@ -710,7 +710,8 @@ cdef object _by_identity(list cache, obj, fn):
 cdef class _WinRec:
     """What the record keeps of one checked window: its core, its WinInfo, its
     targets' (world rank, disp_unit), and its clock window's calls and rows."""
-    cdef object core, info, key, targets, atomics, cw, put, get, flush, rows, mem, peers
+    cdef object core, info, key, targets, cw, put, get, flush, rows, mem, peers
+    cdef set atomics  # info.atomics: the targets of atomics not yet flushed (set methods called in C)
     cdef _Target last  # the last call's target
     cdef vector[long long *] peer_p  # each peer's clock memory where mapped here (cw.peers), else NULL
     cdef const long long *rows_p  # cw._rows: nc rows read from a peer

@@ -388,7 +388,9 @@ cdef list _lit = None  # the code objects whose LINE events it turned on
 
 
 def _on_start(code, offset):
-    """PY_START: classify the code object, once (the event is disabled for it after)."""
+    """PY_START, PY_RESUME: classify the code object, once (the event is
+    disabled where it came from after; a generator started before the
+    watch comes here when it is resumed)."""
     mon, tool, disable, line = _mon
     if hixl_lt_mon_start(code):
         mon.set_local_events(tool, code, line)
@@ -426,13 +428,14 @@ def start_monitoring(frames=()):
         return False
     _mon, _lit = (mon, tool, mon.DISABLE, mon.events.LINE), []
     mon.register_callback(tool, mon.events.PY_START, _on_start)
+    mon.register_callback(tool, mon.events.PY_RESUME, _on_start)
     mon.register_callback(tool, mon.events.LINE, _on_line)
     for f in frames:
         code = f.f_code
         if hixl_lt_mon_start(code) and not any(c is code for c in _lit):
             mon.set_local_events(tool, code, mon.events.LINE)
             _lit.append(code)
-    mon.set_events(tool, mon.events.PY_START)
+    mon.set_events(tool, mon.events.PY_START | mon.events.PY_RESUME)
     return True
 
 
@@ -445,7 +448,7 @@ def stop_monitoring():
     mon.set_events(tool, 0)
     for code in _lit:
         mon.set_local_events(tool, code, 0)
-    mon.register_callback(tool, mon.events.PY_START, None)
-    mon.register_callback(tool, mon.events.LINE, None)
+    for event in (mon.events.PY_START, mon.events.PY_RESUME, mon.events.LINE):
+        mon.register_callback(tool, event, None)
     mon.free_tool_id(tool)
     _mon = _lit = None

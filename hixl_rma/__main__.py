@@ -89,13 +89,22 @@ def _abort(status, trace=True):
     ends (``MPI.COMM_WORLD.Abort``), as under ``python -m mpi4py``, rather
     than the other ranks waiting in their next collective for this one. The
     race detector's report is collective: it is not gathered."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    MPI = sys.modules.get("mpi4py.MPI")
+    live = MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized()
     if trace:
         import traceback
-        traceback.print_exc()
-    sys.stderr.flush()
-    sys.stdout.flush()
-    MPI = sys.modules.get("mpi4py.MPI")
-    if MPI is not None and MPI.Is_initialized() and not MPI.Is_finalized():
+        # one write: mpiexec forwards a rank's stderr as it reads it, and an
+        # abort that reaches it first ends the job with the rest unread (a
+        # traceback printed line by line arrived as its first line alone)
+        text = traceback.format_exc().encode(errors="replace")
+        while text:
+            text = text[os.write(2, text):]
+        if live:
+            import time
+            time.sleep(0.2)  # the forwarder's turn to read it before the abort
+    if live:
         MPI.COMM_WORLD.Abort(status)
     os._exit(status)
 

@@ -376,7 +376,6 @@ def hooks():
     return bool(HIXL_LT_HOOKS)
 
 
-
 # ---------------------------------------------------------------- sys.monitoring (3.12+)
 # A tool's LINE events are per code object and per line: a line with nothing
 # to watch is disabled for good the first time it runs (it costs nothing

@@ -980,11 +980,14 @@ cdef class Recorder:
             self.dtypes.append(e)
         return e
 
+    cdef inline bint sums_in_c(self, obj, _Arr *a) except -1:
+        """Whether this module's checksum reads the C-contiguous ndarray obj
+        (its bytes up to 256, else a dtype detector.checksum reads word by word)."""
+        return a.nbytes <= 256 or self.dtype_of(obj)[2]
+
     cdef object crc(self, obj, _Arr *a):
         """detector.checksum(obj) of a C-contiguous ndarray."""
-        if a.nbytes <= 256:
-            return _sum_crc(<const unsigned char *>a.addr, a.nbytes)
-        if self.dtype_of(obj)[2]:
+        if self.sums_in_c(obj, a):
             return _sum_crc(<const unsigned char *>a.addr, a.nbytes)
         return self.checksum(obj)
 
@@ -998,7 +1001,7 @@ cdef class Recorder:
     cdef bint unchanged(self, obj, crc) except -1:
         """checksum_of(obj) == crc: in place where crc() reads obj itself."""
         cdef _Arr a
-        if _c_array(obj, &a) and (a.nbytes <= 256 or self.dtype_of(obj)[2]):
+        if _c_array(obj, &a) and self.sums_in_c(obj, &a):
             return _same_sum(<const unsigned char *>a.addr, a.nbytes, crc)
         return self.checksum_of(obj) == crc
 

@@ -101,6 +101,8 @@ _PAIRS = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"), "STORE_FAST_LOAD_FA
           "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST")}
 _SUBSCR = frozenset(("BINARY_SUBSCR", "STORE_SUBSCR"))
 _SLICE = frozenset(("BINARY_SLICE", "STORE_SLICE"))  # 3.12+: a two-bound slice without BUILD_SLICE
+_STORES = frozenset(("STORE_SUBSCR", "STORE_SLICE"))
+_LOADS = frozenset(("BINARY_SUBSCR", "BINARY_SLICE"))
 
 
 def _instructions(code):
@@ -169,16 +171,16 @@ def _table(code):
                 or (nxt.opname in ("PRECALL", "CALL") and not _keeps(ins, k))):
             continue  # named, not read: packed into a tuple, an argument among others, ...
         if sub is not None:
-            store = sub in ("STORE_SUBSCR", "STORE_SLICE", "AUG")
+            store = sub in _STORES or sub == "AUG"
         elif nxt.opname in ("LOAD_METHOD", "LOAD_ATTR") and nxt.argval in _STORE_METHODS:
             store = True
         else:
             for m in range(k + 1, min(k + 9, len(ins))):
                 op = ins[m].opname
-                if op in ("STORE_SUBSCR", "STORE_SLICE"):
+                if op in _STORES:
                     store = True
                     break
-                if op in ("BINARY_SUBSCR", "BINARY_SLICE"):
+                if op in _LOADS:
                     break
                 if op in _NAMES and m > k + 1 or op.startswith("CALL") or op.startswith("STORE_"):
                     break
@@ -333,9 +335,8 @@ def _running_frames():
 def stop():
     global _det
     _det = None
-    if _linetrace is not None:
-        _linetrace.stop_monitoring()
     sys.settrace(None)  # also takes the C function away from this thread
     threading.settrace(None)
     if _linetrace is not None:
+        _linetrace.stop_monitoring()
         _linetrace.unhook()

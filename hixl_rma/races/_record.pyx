@@ -7,12 +7,12 @@ an atomic or a Fence carries), without a Python frame of the detector's
 own.
 
 It also gives the hot classes C storage: ``Access`` (log.py), ``LocalUse``
-(detector.py), ``_Site`` (log.py) and ``Clock`` (clock.py) subclass the
-``*Fields`` types below where this extension is built, so their fields are
-C members read here without a lookup; their methods stay in Python. Where
-the extension is missing (or ``HIXL_RMA_RACE_PURE=1``), those classes are
-plain ``__slots__`` classes and checked.py records in Python, as before.
-Both record the same thing.
+(detector.py) and ``_Site`` (log.py) subclass the ``*Fields`` types below
+where this extension is built, so their fields are C members read here
+without a lookup; their methods stay in Python. ``Clock`` is all in C here
+(clock.py's is the Python one). Where the extension is missing (or
+``HIXL_RMA_RACE_PURE=1``), those classes are plain ``__slots__`` classes
+and checked.py records in Python, as before. Both record the same thing.
 """
 
 from cpython.object cimport PyObject, PyTypeObject
@@ -24,6 +24,8 @@ cdef extern from "Python.h":
     PyObject *PyList_GET_ITEM(object, Py_ssize_t)
     Py_ssize_t Py_REFCNT(PyObject *)
 from cpython.pythread cimport PyThread_get_thread_ident
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.weakref cimport PyWeakref_GetObject
 cimport cython
 from libc.stdint cimport uint32_t, uint64_t
@@ -139,14 +141,18 @@ cdef extern from *:
     }
 
     /* A clock row into a peer's mapped memory, slot by slot (a reader never
-       sees a torn counter), visible before what this thread does next. */
+       sees a torn counter), ordered before the synchronization this thread
+       makes next (the atomic or the Fence that carries it). A release fence
+       is enough: the reader takes the rows after that synchronization and an
+       acquire fence, and the two fences order the row through it (C11
+       fence-to-fence synchronization); on x86 both are no instruction. */
     static inline void hixl_rec_store_row(long long *dst, const long long *src, Py_ssize_t n) {
         for (Py_ssize_t i = 0; i < n; i++) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
     }
     /* Before loading rows a peer may store into: what it stored before the
        synchronization this thread has seen is visible. */
-    static inline void hixl_rec_acquire(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+    static inline void hixl_rec_acquire(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
     static inline long long hixl_rec_load(const long long *p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 
     /* zlib's crc32 (the same polynomial, initial value and final xor). */
@@ -281,6 +287,7 @@ cdef extern from *:
 
 cdef object _ndarray = None  # numpy.ndarray, once a Recorder is made
 cdef tuple _EMPTY = ()
+cdef list _NONE = []  # never appended to
 
 
 cdef class Busy:
@@ -372,6 +379,7 @@ cdef class Uses:
     cdef list items
     cdef multimap[size_t, _HiUse] by_lo  # lo -> (hi, the use); the items own the references
     cdef size_t span  # the longest hi - lo indexed since the last rebuild
+    cdef size_t lo_min, hi_max  # the hull of the items (while exact): a use outside it overlaps none
     cdef Py_ssize_t seq
     cdef bint exact  # every item is a UseFields (else overlapping() looks at all)
     cdef bint indexed  # by_lo holds every item
@@ -398,6 +406,7 @@ cdef class Uses:
             self.by_lo.clear()  # before the old items go (the index borrows their references)
         PyList_SetSlice(self.items, 0, len(self.items), NULL)
         self.span, self.seq, self.exact, self.indexed = 0, 0, True, False
+        self.lo_min, self.hi_max = <size_t>-1, 0
 
     cdef object clear_but_one(self):
         """clear(); the one item there was, where nothing else holds it (a
@@ -425,6 +434,7 @@ cdef class Uses:
             self.by_lo.clear()  # before the old items go (the index borrows their references)
         self.items = list(items)
         self.span, self.seq, self.exact, self.indexed = 0, 0, True, False
+        self.lo_min, self.hi_max = <size_t>-1, 0
         for u in self.items:
             self._index(u)
 
@@ -441,6 +451,10 @@ cdef class Uses:
         f = <UseFields>u
         f.seq = self.seq
         self.seq += 1
+        if f.lo < self.lo_min:
+            self.lo_min = f.lo
+        if f.hi > self.hi_max:
+            self.hi_max = f.hi
         if self.indexed:
             self._insert(f)
         elif len(self.items) > _LINEAR:
@@ -460,15 +474,23 @@ cdef class Uses:
         return self.near(a, b)
 
     cdef list near(self, size_t lo, size_t hi):
-        """overlapping(lo, hi), from C."""
+        """overlapping(lo, hi), from C (_NONE, not a new list, where none is)."""
         cdef size_t start
         cdef vector[_SeqUse] found
         cdef multimap[size_t, _HiUse].iterator it
         cdef UseFields u
+        cdef list out = _NONE
         if not self.exact:
             return [u for u in self.items if u.lo < hi and lo < u.hi]
+        if hi <= self.lo_min or lo >= self.hi_max:  # a loop's next block, after the others
+            return _NONE
         if not self.indexed:
-            return [o for o in self.items if (<UseFields>o).lo < hi and lo < (<UseFields>o).hi]
+            for o in self.items:
+                if (<UseFields>o).lo < hi and lo < (<UseFields>o).hi:
+                    if out is _NONE:
+                        out = []
+                    out.append(o)
+            return out
         # an item overlapping [lo, hi) starts after lo - span
         start = lo + 1 - self.span if lo + 1 > self.span else 0
         it = self.by_lo.lower_bound(start)
@@ -476,6 +498,8 @@ cdef class Uses:
             if deref(it).second.first > lo:
                 found.push_back(_SeqUse((<UseFields>deref(it).second.second).seq, deref(it).second.second))
             inc(it)
+        if found.empty():
+            return _NONE
         sort(found.begin(), found.end())
         return [<object>p.second for p in found]
 
@@ -614,14 +638,107 @@ cdef class SiteFields:
     cdef public list first
     cdef public object last
     cdef public object seen
+    cdef object where  # (code, line) of its records, once the C record found it
 
 
-cdef class ClockFields:
-    """The storage of clock.Clock."""
-    cdef public object me, n
-    cdef public list c
+cdef class Clock:
+    """clock.Clock, its counters a C array: a tick makes no list item, a
+    synchronization sends and merges them without converting each (the
+    Python one is clock._PyClock)."""
+    cdef public object me, n  # me: the clock's slot, the same int object in every record it makes
+    cdef Py_ssize_t me_i
+    cdef vector[long long] v
     cdef public object _snap
     cdef public Py_ssize_t fe
+
+    def __init__(self, me, n):
+        if not 0 <= me < n:
+            raise ValueError(f"race detector: clock slot {me} of {n}")
+        self.me, self.n, self.me_i = me, n, me
+        self.v.assign(<Py_ssize_t>n, 0)
+        self.v[self.me_i] = 1
+        self._snap = None
+        self.fe = 0  # how many times another slot's counter grew (log.py merges records while it stays)
+
+    @property
+    def c(self):
+        """The counters (a copy)."""
+        return [x for x in self.v]
+
+    def snap(self):
+        """The clock as a tuple (shared by every access until the next tick)."""
+        if self._snap is None:
+            self._snap = _snap_of(self)
+        return self._snap
+
+    def now(self):
+        """This thread's own counter."""
+        return self.v[self.me_i]
+
+    def tick(self):
+        return _tick(self)
+
+    def merge(self, other):
+        """Take in another clock (a sequence of n counters, or an array of rows of them)."""
+        cdef cnp.ndarray rows
+        cdef Py_ssize_t i
+        if isinstance(other, _ndarray_type()):
+            rows = _np().ascontiguousarray(other, _np().int64)
+            if rows.ndim == 1:
+                rows = rows.reshape(1, -1)
+            elif rows.ndim > 2:
+                rows = rows.reshape(rows.shape[0], -1)
+            if rows.shape[0] == 0:
+                self._snap = None
+                return
+            if rows.shape[1] > <Py_ssize_t>self.v.size():
+                raise IndexError(f"race detector: a clock of {rows.shape[1]} counters merged into one of {self.n}")
+            _merge_rows(self, <const long long *>cnp.PyArray_DATA(rows), rows.shape[0], rows.shape[1], False)
+            return
+        i = 0
+        for x in other:
+            if i >= <Py_ssize_t>self.v.size():
+                raise IndexError(f"race detector: a clock of more than {self.n} counters merged")
+            if x > self.v[i]:
+                self.v[i] = x
+                if i != self.me_i:
+                    self.fe += 1
+            i += 1
+        self._snap = None
+
+    def array(self):
+        """The counters as an int64 array (what a message carries)."""
+        out = _np().empty(self.v.size(), _np().int64)
+        if self.v.size():
+            memcpy(cnp.PyArray_DATA(<cnp.ndarray>out), &self.v[0], self.v.size() * sizeof(long long))
+        return out
+
+
+cdef object _numpy = None
+
+
+cdef object _np():
+    global _numpy
+    if _numpy is None:
+        import numpy
+        _numpy = numpy
+    return _numpy
+
+
+cdef object _ndarray_type():
+    return _np().ndarray
+
+
+cdef tuple _snap_of(Clock clock):
+    """The counters as a tuple of ints (a record's snapshot)."""
+    cdef Py_ssize_t i, n = clock.v.size()
+    cdef tuple t = PyTuple_New(n)
+    cdef object x
+    for i in range(n):
+        x = clock.v[i]
+        Py_INCREF(x)
+        PyTuple_SET_ITEM(t, i, x)
+    return t
 
 
 cdef inline object _new(type cls):
@@ -661,7 +778,6 @@ cdef bint _same_sum(const unsigned char *p, Py_ssize_t n, crc):
 
 
 _FLUSH = "Flush"
-cdef list _NONE = []  # never appended to
 _WHY_BOTH = "both use the buffer before either completed locally"
 
 
@@ -769,31 +885,29 @@ cdef class _Target:
     cdef list plist  # Detector.pend's list of this target, once the record asked
 
 
-cdef inline object _tick(ClockFields clock):
+cdef inline object _tick(Clock clock):
     """clock's own counter, advanced (Clock.tick)."""
-    me = clock.me
-    now = clock.c[me] + 1
-    clock.c[me] = now
+    clock.v[clock.me_i] += 1
     clock._snap = None
-    return now
+    return clock.v[clock.me_i]
 
 
-cdef int _merge_rows(ClockFields clock, const long long *rows, Py_ssize_t nrows, Py_ssize_t nw) except -1:
-    """Clock.merge of the rows' element-wise maximum."""
+cdef int _merge_rows(Clock clock, const long long *rows, Py_ssize_t nrows, Py_ssize_t nw, bint shared=True) except -1:
+    """Clock.merge of the rows' element-wise maximum (``shared``: rows a
+    peer stores into, loaded after an acquire fence, slot by slot)."""
     cdef Py_ssize_t i, k
     cdef long long m, v
-    cdef list c = clock.c
-    cdef Py_ssize_t me = clock.me
-    hixl_rec_acquire()
+    if shared:
+        hixl_rec_acquire()
     for i in range(nw):
         m = hixl_rec_load(rows + i)
         for k in range(1, nrows):
             v = hixl_rec_load(rows + k * nw + i)
             if v > m:
                 m = v
-        if m > <long long>c[i]:
-            c[i] = m
-            if i != me:
+        if m > clock.v[i]:
+            clock.v[i] = m
+            if i != clock.me_i:
                 clock.fe += 1
     clock._snap = None
     return 0
@@ -907,14 +1021,14 @@ cdef class Recorder:
     cdef bint on_main(self):
         return self.main_ident != 0 and PyThread_get_thread_ident() == self.main_ident
 
-    cdef ClockFields clock(self):
+    cdef Clock clock(self):
         if self.on_main():
-            return <ClockFields>self.main_clock
+            return <Clock>self.main_clock
         self.solo = False
         c = getattr(self.tl, "clock", None)
         if c is None:
             c = self.det._new_thread_clock()
-        return <ClockFields>c
+        return <Clock>c
 
     cdef _WinRec window(self, w):
         """What the record keeps of window core w (``self.what``: the call)."""
@@ -948,14 +1062,13 @@ cdef class Recorder:
         if self.w_last is not None and self.w_last.key == key:
             self.w_last = self.win_ref = None
 
-    cdef object release(self, ClockFields clock):
+    cdef object release(self, Clock clock):
         """Detector.release: the clock to send (an int64 array), then a tick.
         The main thread's is the same array each time: what it is sent by
         is flushed before it is filled again."""
         cdef Py_ssize_t i
         if clock is self.main_clock:
-            for i in range(len(clock.c)):
-                self.out_p[i] = clock.c[i]
+            memcpy(self.out_p, &clock.v[0], clock.v.size() * sizeof(long long))
             arr = self.out
         else:
             arr = clock.array()
@@ -1019,13 +1132,14 @@ cdef class Recorder:
         o = self.sites.get(k)
         if o is None:
             o = self.sites[k] = self.Site(self.keep)
+        (<SiteFields>o).where = (code, line)
         # kept: the objects the key names by address live as long as the entry
         self.quick_keep.append((code, key, tw, call, th, op, dtype, o))
         hixl_rec_qput(self.quick, qk, <PyObject *>o)
         return o
 
     cdef AccessFields access(self, key, _Target t, str call, op, dtype, Py_ssize_t lo, Py_ssize_t n, code, int line,
-                             ClockFields clock):
+                             Clock clock):
         """Detector.access under the mutex: the record of this call at this
         site in this interval (the last one again, grown, or a new pending
         one). The site's (code, line) is ``self.h_where`` after it."""
@@ -1044,7 +1158,7 @@ cdef class Recorder:
             o = self.site_of(key, tw, call, op, dtype, code, line, lo, n, th)
             self.h_code, self.h_line, self.h_key, self.h_tw, self.h_call = code, line, key, tw, call
             self.h_lo, self.h_n, self.h_th, self.h_op, self.h_dtype = lo, n, th, op, dtype
-            self.h_site, self.h_where = o, (code, line)
+            self.h_site, self.h_where = o, (<SiteFields>o).where
         st = <SiteFields>o
         o = st.last[-1] if st.last else (st.first[-1] if st.first else None)
         if o is not None:
@@ -1063,7 +1177,7 @@ cdef class Recorder:
                 self.pending(t, rec)
                 return rec
         if snap is None:
-            snap = clock._snap = tuple(clock.c)
+            snap = clock._snap = _snap_of(clock)
         rec = <AccessFields>_new(self.Access)
         PyObject_GC_UnTrack(rec)  # see _untracked
         rec.epoch = clock.fe
@@ -1395,7 +1509,7 @@ cdef class Recorder:
         """Fence: this rank's accesses of win complete, its clock goes to
         every peer's fence row, the base Fence, then the peers' rows are
         taken in (checked.py's Fence)."""
-        cdef ClockFields clock
+        cdef Clock clock
         cdef Py_ssize_t q, row, parity
         self.what = "Fence"
         W = self.of(win)

@@ -64,6 +64,14 @@ class _PyClock:
 Clock = _ext.record.Clock if _ext.record is not None else _PyClock
 
 
+def counters(snap):
+    """A snapshot's counters as a tuple of ints (the C clock's snapshot is
+    their int64 bytes)."""
+    if type(snap) is bytes:
+        return tuple(memoryview(snap).cast("q"))
+    return snap
+
+
 def happens_before(a_rank, a_done, b_snap):
     """True when an access completed at tick ``a_done`` of ``a_rank`` is
     known to an access issued with clock ``b_snap`` (a_done None: never

@@ -14,6 +14,7 @@ import collections
 
 from . import _ext
 from ._ext import storage
+from .clock import counters
 
 # call -> (kind, for accumulates whether the op is what decides)
 READS = frozenset(("Get", "Rget", "Get_batch", "load"))
@@ -63,7 +64,7 @@ class Access(_AccessBase):
         """A picklable dict (the code object becomes file, line and function)."""
         code, line = self.site
         return {"win": self.win, "target": self.target, "blocks": self.blocks, "call": self.call,
-                "op": self.op, "dtype": self.dtype, "rank": self.rank, "snap": self.snap, "done": self.done,
+                "op": self.op, "dtype": self.dtype, "rank": self.rank, "snap": counters(self.snap), "done": self.done,
                 "file": code.co_filename, "line": line, "func": code.co_name, "done_call": self.done_call,
                 "thread": self.thread, "count": self.count, "done_actor": self.done_actor}
 

@@ -415,16 +415,21 @@ cdef class Uses:
         self.clear()
         return one
 
-    cdef list clear_spares(self):
-        """clear(); the items nothing else holds (spares the record fills
-        again instead of making new ones)."""
-        cdef list free = []
+    cdef int clear_into(self, list free, Py_ssize_t most) except -1:
+        """clear(); the items nothing else holds go to ``free`` (spares the
+        record fills again instead of making new ones), emptied of what
+        they named, while it has fewer than ``most``."""
         cdef Py_ssize_t i
+        cdef UseFields u
         for i in range(len(self.items)):
-            if Py_REFCNT(PyList_GET_ITEM(self.items, i)) == 1:
-                free.append(<object>PyList_GET_ITEM(self.items, i))
+            if len(free) >= most:
+                break
+            if Py_REFCNT(PyList_GET_ITEM(self.items, i)) == 1 and self.exact:
+                u = <UseFields>PyList_GET_ITEM(self.items, i)
+                u.obj = u.crc = u.rec = u.req = None  # a spare holds no buffer of the program's, nor a record
+                free.append(u)
         self.clear()
-        return free
+        return 0
 
     cpdef replace(self, items):
         """Keep only ``items`` (in their order)."""
@@ -931,9 +936,8 @@ cdef class Recorder:
     cdef Busy tls
     cdef Uses local  # det.local
     cdef Touched tch  # det.log.touched
-    cdef dict spares  # record -> a use of it the last completion freed, which nothing else holds (see use())
-    cdef UseFields spare  # the same where that completion freed one use
-    cdef list spare_few  # the same where it freed a few
+    cdef UseFields spare  # a use the last completion freed, which nothing else holds (see use())
+    cdef list spares  # the same where it freed several (at most _SPARES)
     cdef dict sites, pend, recs
     cdef hixl_rec_qmap quick  # call sites found before, by identity (site_of)
     cdef list quick_keep  # what quick's entries name
@@ -973,7 +977,7 @@ cdef class Recorder:
         self.det, self.windows, self.tl = det, det.windows, det._tl
         self.local = det.local
         self.tch = det.log.touched
-        self.spares = {}
+        self.spares = []
         self.lock, self.unlock = det.mutex.acquire, det.mutex.release
         main = threading.main_thread().ident
         self.main_ident, self.main_clock = 0, None
@@ -1051,8 +1055,8 @@ cdef class Recorder:
     def forget(self, key):
         """Window ``key`` is freed."""
         self.recs.pop(key, None)
-        self.spares.clear()
-        self.spare = self.spare_few = None
+        del self.spares[:]
+        self.spare = None
         if self.w_last is not None and self.w_last.key == key:
             self.w_last = self.win_ref = None
 
@@ -1230,33 +1234,23 @@ cdef class Recorder:
             if (u.rec is rec and u.obj is obj and u.lo == a and u.hi == b and u.req is None
                     and u.crc == crc and u.site == where_ and u.writes == writes):
                 return  # the same use again (a loop of Puts of one buffer): one is enough
-        nu = self.spare_of(rec, a, writes)
-        if (nu is not None and nu.lo == a and nu.hi == b and nu.site is where_ and nu.writes == writes
-                and nu.win is key and nu.target is tw and nu.call is call):
-            nu.obj, nu.crc = obj, crc  # the last interval's use of this record, taken again (a loop's)
-        else:
+        nu = self.spare_of()
+        if nu is None:
             nu = <UseFields>_new(self.LocalUse)
             PyObject_GC_UnTrack(nu)  # see _untracked
-            nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, writes
-            nu.obj, nu.crc, nu.rec, nu.call, nu.site = obj, crc, rec, call, where_
+        nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, writes
+        nu.obj, nu.crc, nu.rec, nu.call, nu.site = obj, crc, rec, call, where_
         self.local.append(nu)
 
-    cdef UseFields spare_of(self, AccessFields rec, size_t a, bint writes):
-        """A use of rec at a the last completion freed, taken (see complete_local), or None."""
+    cdef UseFields spare_of(self):
+        """A use the last completion freed, taken (see complete_local), or
+        None: any is as good as another, use() fills every field."""
         cdef UseFields u = self.spare
-        cdef Py_ssize_t i
-        if u is not None and u.rec is rec:
+        if u is not None:
             self.spare = None
             return u
-        if self.spare_few:
-            for i in range(len(self.spare_few)):
-                u = <UseFields>self.spare_few[i]
-                if u.rec is rec and u.lo == a and u.writes == writes:
-                    PyList_SetSlice(self.spare_few, i, i + 1, NULL)
-                    return u
-            return None
         if self.spares:
-            return self.spares.pop(rec, None)
+            return <UseFields>self.spares.pop()
         return None
 
     cpdef moved(self, win, str call, origin, target_rank, target, bint receives):
@@ -1439,26 +1433,16 @@ cdef class Recorder:
                 continue
             if u.crc is not None and not self.unchanged(u.obj, u.crc):
                 self.det._changed(u, call, None)
-        o = u = None  # the item's only holder is the list again (see clear_spares)
+        o = u = None  # the item's only holder is the list again (see clear_into)
         if keep:
             self.local.replace(keep)
         elif len(self.local.items) == 1:  # a loop's one buffer: no list, no dict
             u = self.local.clear_but_one()
             if u is not None:
-                u.obj = u.crc = None  # a spare holds no buffer of the program's
+                u.obj = u.crc = u.rec = u.req = None  # a spare holds no buffer of the program's, nor a record
             self.spare = u
         else:
-            free = self.local.clear_spares()
-            for o in free:
-                (<UseFields>o).obj = (<UseFields>o).crc = None  # a spare holds no buffer of the program's
-            if len(free) <= 8:  # an atomic's origin and result: looked through
-                self.spare_few = free
-            else:  # a loop over many blocks: one per record
-                self.spare_few = None
-                for o in free:
-                    if len(self.spares) >= _SPARES:
-                        break
-                    self.spares[(<UseFields>o).rec] = o
+            self.local.clear_into(self.spares, _SPARES)
 
     cdef int complete(self, _WinRec W, _Target t, str call) except -1:
         """Under the mutex: this rank's accesses of W to t (None: to every

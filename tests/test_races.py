@@ -597,6 +597,41 @@ def test_touched_tells_whether_other_records_took_a_record_s_bytes(kind):
     assert not t.since(a) and not t.since(big) and not t.since(other)
 
 
+def test_uses_find_the_overlapping_buffers_in_any_order():
+    rec = pytest.importorskip("hixl_rma.races._record")
+    import random
+    from hixl_rma.races.detector import LocalUse
+
+    def use(lo, hi):
+        return LocalUse("w", 1, lo, hi, False, None, None, None, "Put", None)
+
+    def brute(items, a, b):
+        return [u for u in items if u.lo < b and a < u.hi]
+
+    rng = random.Random(7)
+    u = rec.Uses()
+    # a loop over blocks in address order: every next one past the hull, no index made
+    items = [use(8192 * i, 8192 * i + 4096) for i in range(40)]
+    for x in items:
+        assert u.overlapping(x.lo, x.hi) == []
+        u.append(x)
+    # queries inside the hull (the index is made then), then appends in any order
+    for a, b in ((0, 1), (4095, 4097), (4096, 8192), (8191, 8193), (100, 300000), (8192 * 39 + 4095, 1 << 40)):
+        assert u.overlapping(a, b) == brute(items, a, b), (a, b)
+    for _ in range(200):
+        lo = rng.randrange(0, 8192 * 45)
+        x = use(lo, lo + rng.choice((1, 8, 4096, 20000)))
+        assert u.overlapping(x.lo, x.hi) == brute(items, x.lo, x.hi), (x.lo, x.hi)
+        u.append(x)
+        items.append(x)
+    assert list(u) == items
+    # a few, looked through; then none
+    u.replace(items[:5])
+    assert u.overlapping(0, 1 << 40) == items[:5] and u.overlapping(8192 * 2 + 4096, 8192 * 3) == []
+    u.replace([])
+    assert not u and u.overlapping(0, 1 << 40) == []
+
+
 def test_an_atomic_with_a_bad_rank_names_the_window_not_the_clocks(tmp_path):
     prog = tmp_path / "bad.py"
     prog.write_text(

@@ -266,6 +266,7 @@ cdef extern from *:
         return it == m.end() ? NULL : it->second;
     }
     static void hixl_rec_qput(hixl_rec_qmap &m, const hixl_rec_qkey &k, PyObject *site) { m[k] = site; }
+    static inline bool hixl_rec_qeq(const hixl_rec_qkey &a, const hixl_rec_qkey &b) { return a == b; }
     """
     cppclass hixl_rec_qmap:
         pass
@@ -281,6 +282,7 @@ cdef extern from *:
         int line
     PyObject *hixl_rec_qget(hixl_rec_qmap &m, const hixl_rec_qkey &k)
     void hixl_rec_qput(hixl_rec_qmap &m, const hixl_rec_qkey &k, PyObject *site)
+    bint hixl_rec_qeq(const hixl_rec_qkey &a, const hixl_rec_qkey &b)
 
 
 cdef object _ndarray = None  # numpy.ndarray, once a Recorder is made
@@ -370,9 +372,9 @@ cdef Py_ssize_t _LINEAR = 16  # up to this many uses, a scan finds the overlappi
 cdef class Uses:
     """Detector.local: the origin and result buffers in use, in the order
     they were taken (what iterating gives), indexed by address once there
-    are more than a few, so that a new one finds those it overlaps without
-    looking at all of them (a loop of 4,096 Puts before one Flush looked at
-    8 million pairs)."""
+    are more than a few and a new one falls inside their hull, so that it
+    finds those it overlaps without looking at all of them (a loop of 4,096
+    Puts before one Flush looked at 8 million pairs)."""
 
     cdef list items
     cdef multimap[size_t, _HiUse] by_lo  # lo -> (hi, the use); the items own the references
@@ -460,10 +462,6 @@ cdef class Uses:
             self.hi_max = f.hi
         if self.indexed:
             self._insert(f)
-        elif len(self.items) > _LINEAR:
-            for o in self.items:
-                self._insert(<UseFields>o)
-            self.indexed = True
 
     cdef inline void _insert(self, UseFields f):
         if f.hi > f.lo and f.hi - f.lo > self.span:
@@ -487,6 +485,11 @@ cdef class Uses:
             return [u for u in self.items if u.lo < hi and lo < u.hi]
         if hi <= self.lo_min or lo >= self.hi_max:  # a loop's next block, after the others
             return _NONE
+        if not self.indexed and len(self.items) > _LINEAR:
+            # made when first asked for (a loop over blocks in address order never asks)
+            for o in self.items:
+                self._insert(<UseFields>o)
+            self.indexed = True
         if not self.indexed:
             for o in self.items:
                 if (<UseFields>o).lo < hi and lo < (<UseFields>o).hi:
@@ -642,6 +645,8 @@ cdef class SiteFields:
     cdef public object last
     cdef public object seen
     cdef object where  # (code, line) of its records, once the C record found it
+    cdef hixl_rec_qkey qk  # what the C record found it by last (its objects kept by Recorder.quick_keep)
+    cdef SiteFields next  # the site the C record found after this one, the last time (a loop's next call)
 
 
 cdef class Clock:
@@ -941,10 +946,7 @@ cdef class Recorder:
     cdef dict sites, pend, recs
     cdef hixl_rec_qmap quick  # call sites found before, by identity (site_of)
     cdef list quick_keep  # what quick's entries name
-    # the last access's site and what found it
-    cdef object h_code, h_key, h_tw, h_call, h_th, h_op, h_dtype, h_site, h_where
-    cdef int h_line
-    cdef Py_ssize_t h_lo, h_n
+    cdef SiteFields h_site  # the last access's site
     cdef list ops, dtypes, types
     cdef object type_info
     cdef object keep, rank
@@ -1116,48 +1118,55 @@ cdef class Recorder:
             return _same_sum(<const unsigned char *>a.addr, a.nbytes, crc)
         return self.checksum_of(obj) == crc
 
-    cdef object site_of(self, key, tw, str call, op, dtype, code, int line, Py_ssize_t lo, Py_ssize_t n, th):
-        """The log's site of these (log._Site), made on first use."""
-        cdef hixl_rec_qkey qk
-        qk.code, qk.key, qk.tw, qk.call = <PyObject *>code, <PyObject *>key, <PyObject *>tw, <PyObject *>call
-        qk.th, qk.op, qk.dtype = <PyObject *>th, <PyObject *>op, <PyObject *>dtype
-        qk.lo, qk.n, qk.line = lo, n, line
+    cdef SiteFields site_of(self, const hixl_rec_qkey &qk):
+        """The log's site (log._Site) of the call qk names, made on first use."""
         cdef PyObject *found = hixl_rec_qget(self.quick, qk)
+        cdef SiteFields st
         if found != NULL:
-            return <object>found
+            st = <SiteFields>found
+            st.qk = qk
+            return st
+        code, key, tw, call = <object>qk.code, <object>qk.key, <object>qk.tw, <object>qk.call
+        th, op, dtype = <object>qk.th, <object>qk.op, <object>qk.dtype
+        lo, n, line = qk.lo, qk.n, qk.line
         blocks = ((lo, lo + n),) if n else ()
         k = (key, tw, call, op, dtype, code, line, blocks, th)
         o = self.sites.get(k)
         if o is None:
             o = self.sites[k] = self.Site(self.keep)
-        (<SiteFields>o).where = (code, line)
+        st = <SiteFields>o
+        st.where, st.qk = (code, line), qk
         # kept: the objects the key names by address live as long as the entry
         self.quick_keep.append((code, key, tw, call, th, op, dtype, o))
         hixl_rec_qput(self.quick, qk, <PyObject *>o)
-        return o
+        return st
 
     cdef AccessFields access(self, key, _Target t, str call, op, dtype, Py_ssize_t lo, Py_ssize_t n, code, int line,
                              Clock clock):
         """Detector.access under the mutex: the record of this call at this
         site in this interval (the last one again, grown, or a new pending
-        one). The site's (code, line) is ``self.h_where`` after it."""
-        cdef SiteFields st
+        one). The site is ``self.h_site`` after it."""
+        cdef SiteFields st = self.h_site, nx
         cdef AccessFields rec
+        cdef hixl_rec_qkey qk
         tw, pk = t.tw, t.pk
         snap = clock._snap  # None: the clock changed since the last snapshot, made only for a new record
         th = clock.me
-        # the last call's site again (a loop's): no key to build. tw and th are the same objects each
-        # time (the window's cached target, the clock's slot); a miss only costs the lookup.
-        if (code is self.h_code and line == self.h_line and key is self.h_key and tw is self.h_tw
-                and call is self.h_call and lo == self.h_lo and n == self.h_n and th is self.h_th and op is self.h_op
-                and dtype is self.h_dtype):
-            o = self.h_site
-        else:
-            o = self.site_of(key, tw, call, op, dtype, code, line, lo, n, th)
-            self.h_code, self.h_line, self.h_key, self.h_tw, self.h_call = code, line, key, tw, call
-            self.h_lo, self.h_n, self.h_th, self.h_op, self.h_dtype = lo, n, th, op, dtype
-            self.h_site, self.h_where = o, (<SiteFields>o).where
-        st = <SiteFields>o
+        # The objects are the same ones each time a loop's call comes back (the code object, the
+        # window's key and cached target, interned strings, cached op and dtype, the clock's slot):
+        # compared by identity, a miss only costs the lookup.
+        qk.code, qk.key, qk.tw, qk.call = <PyObject *>code, <PyObject *>key, <PyObject *>tw, <PyObject *>call
+        qk.th, qk.op, qk.dtype = <PyObject *>th, <PyObject *>op, <PyObject *>dtype
+        qk.lo, qk.n, qk.line = lo, n, line
+        if st is None or not hixl_rec_qeq(st.qk, qk):
+            # not the last call's site again (a loop's): the one that followed it last time (a loop
+            # over blocks), else the lookup
+            nx = st.next if st is not None else None
+            if nx is None or not hixl_rec_qeq(nx.qk, qk):
+                nx = self.site_of(qk)
+            if st is not None:
+                st.next = nx
+            st = self.h_site = nx
         o = st.last[-1] if st.last else (st.first[-1] if st.first else None)
         if o is not None:
             rec = <AccessFields>o
@@ -1181,7 +1190,7 @@ cdef class Recorder:
         rec.epoch = clock.fe
         rec.win, rec.target, rec.call, rec.op, rec.dtype, rec.rank, rec.snap = key, tw, call, op, dtype, self.rank, snap
         rec.blocks = (<AccessFields>o).blocks if o is not None else (((lo, lo + n),) if n else ())
-        rec.site, rec.thread, rec.done_actor, rec.count = self.h_where, th, th, 1
+        rec.site, rec.thread, rec.done_actor, rec.count = st.where, th, th, 1
         st.seen += 1
         if len(st.first) < self.keep:
             st.first.append(rec)
@@ -1315,10 +1324,10 @@ cdef class Recorder:
             rec = self.access(W.key, t, call, None, dtype, lo, n, code, line, self.clock())
             if held:
                 if receives:
-                    self.use(W.key, t.tw, a.addr, a.addr + held, True, None, None, rec, call, self.h_where)
+                    self.use(W.key, t.tw, a.addr, a.addr + held, True, None, None, rec, call, self.h_site.where)
                 else:
                     self.use(W.key, t.tw, a.addr, a.addr + held, False, origin, self.crc(origin, a), rec, call,
-                             self.h_where)
+                             self.h_site.where)
         finally:
             self.leave(taken)
         return True
@@ -1402,7 +1411,7 @@ cdef class Recorder:
         taken = self.enter()
         try:
             rec = self.access(W.key, t, call, opn, dtype, lo, o.nbytes, code, line, self.clock())
-            where_ = self.h_where
+            where_ = self.h_site.where
             W.atomics.add(target_rank)
             if o.nbytes and not (call == "Get_accumulate" and opn == "NO_OP"):
                 self.use(W.key, tw, o.addr, o.addr + o.nbytes, False, origin, self.crc(origin, &o), rec, call,

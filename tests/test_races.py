@@ -597,6 +597,23 @@ def test_touched_tells_whether_other_records_took_a_record_s_bytes(kind):
     assert not t.since(a) and not t.since(big) and not t.since(other)
 
 
+def test_a_block_s_place_answers_as_the_walk_from_the_root():
+    rec = pytest.importorskip("hixl_rma.races._record")
+    import random
+    rng = random.Random(3)
+    touches = []
+    for _ in range(400):
+        size = rng.choice((1, 8, 64, 4096, 5000, 1 << 20))
+        lo = rng.randrange(0, 1 << 21)
+        touches.append((lo, lo + size))
+    touches += touches[:50]  # the same blocks again, later
+    touches += [(8192 * i, 8192 * i + 4096) for i in range(100)]  # a loop over blocks
+    queries = [(i, seq) for i in range(len(touches)) for seq in (0, i, i + 1, len(touches) // 2, len(touches))]
+    answers = rec._since_both(touches, queries)
+    assert all(a == b for a, b in answers), [q for q, (a, b) in zip(queries, answers) if a != b][:5]
+    assert any(a for a, _ in answers) and not all(a for a, _ in answers)
+
+
 def test_uses_find_the_overlapping_buffers_in_any_order():
     rec = pytest.importorskip("hixl_rma.races._record")
     import random

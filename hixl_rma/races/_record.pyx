@@ -33,7 +33,7 @@ from libcpp.algorithm cimport sort
 from libcpp.map cimport map, multimap
 from libcpp.pair cimport pair
 from libcpp.vector cimport vector
-from cython.operator cimport dereference as deref, preincrement as inc
+from cython.operator cimport dereference as deref, preincrement as inc, predecrement as dec
 cimport numpy as cnp
 
 cnp.import_array()
@@ -511,6 +511,7 @@ cdef class Uses:
 
 
 ctypedef pair[size_t, size_t] _Block
+ctypedef map[_Block, Py_ssize_t].iterator _BlockAt
 
 
 cdef extern from *:
@@ -544,9 +545,26 @@ cdef class _TargetBlocks:
             self.classes[c][_Block(lo, hi)] = seq
             self.used |= (<uint64_t>1) << c
 
+    cdef _BlockAt touch_at(self, size_t lo, size_t hi, Py_ssize_t seq):
+        """touch1 of [lo, hi), hi > lo: the block's place in its class, which
+        stays valid while this object lives (a map node is never moved)."""
+        cdef int c = hixl_rec_class(hi - lo)
+        cdef _BlockAt it = self.classes[c].insert(pair[_Block, Py_ssize_t](_Block(lo, hi), seq)).first
+        deref(it).second = seq
+        self.used |= (<uint64_t>1) << c
+        return it
+
     cdef bint since1(self, size_t lo, size_t hi, Py_ssize_t seq):
         """Whether a block overlapping [lo, hi) took an access after seq."""
-        cdef map[_Block, Py_ssize_t].iterator it
+        cdef _BlockAt at
+        return self.since_at(lo, hi, seq, at, -1)
+
+    cdef bint since_at(self, size_t lo, size_t hi, Py_ssize_t seq, _BlockAt at, int own):
+        """since1, where ``at`` is the place of block [lo, hi) in its class
+        ``own`` (-1: not known): that class is looked at from there, not
+        walked down to from its root (a loop over 4,096 blocks, each walk
+        out of cache)."""
+        cdef _BlockAt it
         cdef int c
         cdef size_t reach, start
         if not self.exact:
@@ -558,12 +576,42 @@ cdef class _TargetBlocks:
                 continue
             reach = (<size_t>2) << c if c < 62 else <size_t>-1
             start = lo + 1 - reach if lo + 1 > reach else 0
-            it = self.classes[c].lower_bound(_Block(start, 0))
+            # the blocks of class c overlapping [lo, hi) start in [start, hi)
+            if c == own:
+                it = at
+                while it != self.classes[c].begin():
+                    dec(it)
+                    if deref(it).first.first < start:
+                        break
+                    if deref(it).first.second > lo and deref(it).second > seq:
+                        return True
+                it = at
+            else:
+                it = self.classes[c].lower_bound(_Block(start, 0))
             while it != self.classes[c].end() and deref(it).first.first < hi:
                 if deref(it).first.second > lo and deref(it).second > seq:
                     return True
                 inc(it)
         return False
+
+
+def _since_both(list touches, list queries):
+    """For the tests: touch the blocks ``touches`` ((lo, hi), in order, the
+    i-th at seq i + 1) of one _TargetBlocks, then answer each query (i, seq)
+    -- whether a block overlapping touches[i] took an access after seq -- as
+    since1 and as since_at from touches[i]'s place: a list of both."""
+    cdef _TargetBlocks tb = _TargetBlocks()
+    cdef vector[_BlockAt] places
+    cdef Py_ssize_t i
+    for i in range(len(touches)):
+        lo, hi = touches[i]
+        places.push_back(tb.touch_at(lo, hi, i + 1))
+    out = []
+    for i, seq in queries:
+        lo, hi = touches[i]
+        # the block's place is where its last touch left it (an earlier one of the same block: the same node)
+        out.append((tb.since1(lo, hi, seq), tb.since_at(lo, hi, seq, places[i], hixl_rec_class(hi - lo))))
+    return out
 
 
 cdef bint _hull(blocks, size_t *lo, size_t *hi):
@@ -645,6 +693,8 @@ cdef class SiteFields:
     cdef public object last
     cdef public object seen
     cdef object where  # (code, line) of its records, once the C record found it
+    cdef _TargetBlocks tb  # the blocks its records' block is one of, at tb_at (Recorder.touch)
+    cdef _BlockAt tb_at
     cdef hixl_rec_qkey qk  # what the C record found it by last (its objects kept by Recorder.quick_keep)
     cdef SiteFields next  # the site the C record found after this one, the last time (a loop's next call)
 
@@ -1172,15 +1222,14 @@ cdef class Recorder:
             rec = <AccessFields>o
             if snap is not None and rec.snap is snap and rec.done is None:
                 rec.count += 1
-                self.touch(rec, t, lo, n)
+                self.touch(rec, t, lo, n, st)
                 return rec
             if (rec.done is not None and rec.epoch == clock.fe  # Log.regrow's growth
-                    and (self.tch.last is rec or (lo >= 0 and not self.blocks_of(t).since1(
-                        <size_t>lo, <size_t>(lo + n), rec.touched)))):
+                    and (self.tch.last is rec or (lo >= 0 and not self.since(st, t, lo, n, rec.touched)))):
                 rec.done = rec.done_call = None
                 rec.done_actor = rec.thread
                 rec.count += 1
-                self.touch(rec, t, lo, n)
+                self.touch(rec, t, lo, n, st)
                 self.pending(t, rec)
                 return rec
         if snap is None:
@@ -1196,7 +1245,7 @@ cdef class Recorder:
             st.first.append(rec)
         else:
             st.last.append(rec)
-        self.touch(rec, t, lo, n)
+        self.touch(rec, t, lo, n, st)
         self.pending(t, rec)
         return rec
 
@@ -1205,17 +1254,30 @@ cdef class Recorder:
             t.blocks = self.tch.of(t.pk)
         return t.blocks
 
-    cdef inline int touch(self, AccessFields rec, _Target t, Py_ssize_t lo, Py_ssize_t n) except -1:
-        """log.Log.touch of rec, whose blocks are [lo, lo + n)."""
+    cdef inline int touch(self, AccessFields rec, _Target t, Py_ssize_t lo, Py_ssize_t n, SiteFields st) except -1:
+        """log.Log.touch of rec, whose blocks are [lo, lo + n), its site st's
+        (which keeps the block's place, for the next one)."""
+        cdef _TargetBlocks tb
         self.tch.last = rec
         self.tch.seq += 1
         rec.touched = self.tch.seq
         if n > 0:
-            if lo >= 0:
-                self.blocks_of(t).touch1(<size_t>lo, <size_t>(lo + n), rec.touched)
+            tb = self.blocks_of(t)
+            if lo < 0:
+                tb.exact = False
+            elif st.tb is tb:
+                deref(st.tb_at).second = rec.touched
             else:
-                self.blocks_of(t).exact = False
+                st.tb_at = tb.touch_at(<size_t>lo, <size_t>(lo + n), rec.touched)
+                st.tb = tb
         return 0
+
+    cdef inline bint since(self, SiteFields st, _Target t, Py_ssize_t lo, Py_ssize_t n, Py_ssize_t seq) except -1:
+        """Touched.since of a record of site st, whose blocks are [lo, lo + n)."""
+        cdef _TargetBlocks tb = self.blocks_of(t)
+        if st.tb is tb:
+            return tb.since_at(<size_t>lo, <size_t>(lo + n), seq, st.tb_at, hixl_rec_class(<size_t>n))
+        return tb.since1(<size_t>lo, <size_t>(lo + n), seq)
 
     cdef inline int pending(self, _Target t, AccessFields rec) except -1:
         """rec is not remotely complete: its target has it pending."""

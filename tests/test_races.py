@@ -421,6 +421,50 @@ def _origin_buffer_races(tmp_path, name, text, pure):
     return prog, rep, found
 
 
+# Origins changed before their Flush by code the line watch does not watch,
+# so that only the checksum can tell: sizes whose checksum the C record keeps
+# in the use itself (the bytes up to 24, the packed word sum past 256), ones
+# it keeps as a bytes object (25..256), a dtype it does not sum word by word
+# (complex), each changed or not, one case per line; and one completed by
+# Flush_local.
+_BEHIND_SIZES = (8, 24, 25, 256, 257, 4096, 4099)
+_CHANGED_BEHIND = """\
+import numpy as np
+from mpi4py import MPI
+import hixl_rma
+
+comm = MPI.COMM_WORLD
+win = hixl_rma.Win.Allocate(1 << 16, 1, comm=comm)
+lib = {}
+exec(compile("def poke(a):\\n    a.view(np.uint8)[-1] ^= 1\\n", "<library>", "exec"), {"np": np}, lib)
+poke = lib["poke"]
+bufs = [np.ones(n, np.uint8) for n in %r] + [np.ones(40, np.complex128)]
+win.Lock_all()
+if comm.rank == 0:
+%s
+    win.Put(bufs[5], 1, 0); poke(bufs[5]); win.Flush_local(1); win.Flush(1)
+win.Unlock_all()
+comm.Barrier()
+win.Free()
+""" % (_BEHIND_SIZES, "\n".join(f"    win.Put(bufs[{i}], 1, 0); {'poke(bufs[%d])' % i if ch else 'pass'}; win.Flush(1)"
+                                  for ch in (False, True) for i in range(len(_BEHIND_SIZES) + 1)))
+
+
+@pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
+def test_an_origin_changed_behind_the_line_watch_is_caught_by_its_checksum(tmp_path, pure):
+    prog, rep, found = _origin_buffer_races(tmp_path, "behind", _CHANGED_BEHIND, pure)
+    lines = prog.read_text().splitlines()
+    changed = {i for i, t in enumerate(lines, 1) if "poke(bufs[" in t}
+    assert len(changed) == len(_BEHIND_SIZES) + 2
+    # each changed origin once, at its own line, seen by its checksum at its Flush (Flush_local for the last)
+    assert sorted(line for _, _, line in found) == sorted(changed), (found, changed)
+    assert {(a, b) for a, b, _ in found} == {("Put", "store")}, found
+    whys = sorted(r["why"] for r in rep["reports"])
+    assert all("seen by its checksum" in w for w in whys), whys
+    assert sum("before Flush_local completed" in w for w in whys) == 1, whys
+    assert rep["races"] == len(changed), rep
+
+
 @pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
 def test_the_line_watch_reads_a_function_s_locals_and_free_variables(tmp_path, pure):
     """The watch reads a function's locals and its closure's variables from

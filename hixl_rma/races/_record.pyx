@@ -353,13 +353,50 @@ cdef class AccessFields:
     cdef public Py_ssize_t touched  # when it last took an access (log.Log.touch)
 
 
+cdef enum:
+    _SUM_OBJ = 0  # a use's checksum is the object crc_obj (None: none taken)
+    _SUM_BYTES = 1  # it is the buffer's bytes themselves (at most _SUM_INLINE), in sum
+    _SUM_PACKED = 2  # it is detector.checksum's 20 packed bytes of a buffer past 256 bytes, in sum
+    _SUM_INLINE = 24
+
+
 @cython.no_gc
 cdef class UseFields:
-    """The storage of detector.LocalUse."""
-    cdef public object win, target, obj, crc, rec, req, call, site
+    """The storage of detector.LocalUse. Its checksum (``crc``) lives in the
+    object where the C record took it of a small buffer or of a long one
+    (no bytes object made and freed per call); ``crc`` makes one when
+    asked."""
+    cdef public object win, target, obj, rec, req, call, site
+    cdef object crc_obj
+    cdef unsigned char sum_kind, sum_n
+    cdef unsigned char sum[_SUM_INLINE]
     cdef public size_t lo, hi  # addresses
     cdef public bint writes
     cdef Py_ssize_t seq  # its place in Uses
+
+    @property
+    def crc(self):
+        if self.sum_kind == _SUM_OBJ:
+            return self.crc_obj
+        return PyBytes_FromStringAndSize(<const char *>self.sum, self.sum_n)
+
+    @crc.setter
+    def crc(self, value):
+        self.crc_obj, self.sum_kind = value, _SUM_OBJ
+
+    cdef inline void drop(self):
+        """What a spare keeps of it: no buffer of the program's, no record."""
+        self.obj = self.crc_obj = self.rec = self.req = None
+        self.sum_kind = _SUM_OBJ
+
+
+cdef inline bint _same_sums(UseFields u, UseFields v):
+    """u's checksum is v's."""
+    if u.sum_kind != v.sum_kind:
+        return u.crc == v.crc
+    if u.sum_kind == _SUM_OBJ:
+        return u.crc_obj is v.crc_obj or u.crc_obj == v.crc_obj
+    return u.sum_n == v.sum_n and memcmp(u.sum, v.sum, u.sum_n) == 0
 
 
 ctypedef pair[size_t, PyObject *] _HiUse
@@ -428,7 +465,7 @@ cdef class Uses:
                 break
             if Py_REFCNT(PyList_GET_ITEM(self.items, i)) == 1 and self.exact:
                 u = <UseFields>PyList_GET_ITEM(self.items, i)
-                u.obj = u.crc = u.rec = u.req = None  # a spare holds no buffer of the program's, nor a record
+                u.drop()
                 free.append(u)
         self.clear()
         return 0
@@ -1290,28 +1327,72 @@ cdef class Recorder:
             t.plist = self.pend.setdefault(t.pk, [])
         return t.plist
 
-    cdef use(self, key, tw, size_t a, size_t b, bint writes, obj, crc, AccessFields rec, str call, where_):
+    cdef use(self, key, tw, size_t a, size_t b, bint writes, obj, _Arr *arr, AccessFields rec, str call, where_):
         """Detector.use under the mutex: a buffer [a, b) in use until local
-        completion (obj and crc: an origin's, else None), after the races
-        with those in use it overlaps."""
+        completion (obj and arr: an origin, a C-contiguous ndarray whose
+        checksum is taken, else None and NULL), after the races with those
+        in use it overlaps."""
         cdef UseFields u, nu
         cdef list near = self.local.near(a, b) if self.local.items else _NONE
         for o in near:
             u = <UseFields>o
             if u.lo < b and a < u.hi and (writes or u.writes):
                 self.det._local_race(u, call, where_, writes, _WHY_BOTH)
-        for o in near:
-            u = <UseFields>o
-            if (u.rec is rec and u.obj is obj and u.lo == a and u.hi == b and u.req is None
-                    and u.crc == crc and u.site == where_ and u.writes == writes):
-                return  # the same use again (a loop of Puts of one buffer): one is enough
         nu = self.spare_of()
         if nu is None:
             nu = <UseFields>_new(self.LocalUse)
             PyObject_GC_UnTrack(nu)  # see _untracked
         nu.win, nu.target, nu.lo, nu.hi, nu.writes = key, tw, a, b, writes
-        nu.obj, nu.crc, nu.rec, nu.call, nu.site = obj, crc, rec, call, where_
+        nu.obj, nu.rec, nu.call, nu.site, nu.req = obj, rec, call, where_, None
+        if arr != NULL:
+            self.take_sum(nu, obj, arr)
+        else:
+            nu.crc_obj, nu.sum_kind = None, _SUM_OBJ
+        for o in near:
+            u = <UseFields>o
+            if (u.rec is rec and u.obj is obj and u.lo == a and u.hi == b and u.req is None
+                    and _same_sums(u, nu) and u.site == where_ and u.writes == writes):
+                self.spare_back(nu)  # the same use again (a loop of Puts of one buffer): one is enough
+                return
         self.local.append(nu)
+
+    cdef int spare_back(self, UseFields u) except -1:
+        """u, never in use, is a spare again."""
+        u.drop()
+        if self.spare is None:
+            self.spare = u
+        elif len(self.spares) < _SPARES:
+            self.spares.append(u)
+        return 0
+
+    cdef int take_sum(self, UseFields u, obj, _Arr *a) except -1:
+        """u's checksum of origin obj (a C-contiguous ndarray): what crc()
+        gives, in u itself where it is the bytes (up to _SUM_INLINE) or the
+        packed word sum."""
+        if a.nbytes <= _SUM_INLINE:
+            memcpy(u.sum, <const void *>a.addr, a.nbytes)
+            u.crc_obj, u.sum_n, u.sum_kind = None, a.nbytes, _SUM_BYTES
+        elif a.nbytes > 256 and self.sums_in_c(obj, a):
+            _pack_sum(<const unsigned char *>a.addr, a.nbytes, u.sum)
+            u.crc_obj, u.sum_n, u.sum_kind = None, 20, _SUM_PACKED
+        else:
+            u.crc_obj, u.sum_kind = self.crc(obj, a), _SUM_OBJ
+        return 0
+
+    cdef bint use_unchanged(self, UseFields u) except -1:
+        """The buffer of u has the checksum u took (true where none was)."""
+        cdef _Arr a
+        cdef unsigned char packed[20]
+        if u.sum_kind == _SUM_OBJ:
+            return u.crc_obj is None or self.unchanged(u.obj, u.crc_obj)
+        if not _c_array(u.obj, &a) or not self.sums_in_c(u.obj, &a):
+            return self.checksum_of(u.obj) == u.crc
+        if u.sum_kind == _SUM_BYTES:
+            return a.nbytes == u.sum_n and memcmp(<const void *>a.addr, u.sum, u.sum_n) == 0
+        if a.nbytes <= 256:
+            return False  # the packed sum is of more than 256 bytes
+        _pack_sum(<const unsigned char *>a.addr, a.nbytes, packed)
+        return memcmp(packed, u.sum, 20) == 0
 
     cdef UseFields spare_of(self):
         """A use the last completion freed, taken (see complete_local), or
@@ -1386,10 +1467,9 @@ cdef class Recorder:
             rec = self.access(W.key, t, call, None, dtype, lo, n, code, line, self.clock())
             if held:
                 if receives:
-                    self.use(W.key, t.tw, a.addr, a.addr + held, True, None, None, rec, call, self.h_site.where)
+                    self.use(W.key, t.tw, a.addr, a.addr + held, True, None, NULL, rec, call, self.h_site.where)
                 else:
-                    self.use(W.key, t.tw, a.addr, a.addr + held, False, origin, self.crc(origin, a), rec, call,
-                             self.h_site.where)
+                    self.use(W.key, t.tw, a.addr, a.addr + held, False, origin, a, rec, call, self.h_site.where)
         finally:
             self.leave(taken)
         return True
@@ -1476,13 +1556,11 @@ cdef class Recorder:
             where_ = self.h_site.where
             W.atomics.add(target_rank)
             if o.nbytes and not (call == "Get_accumulate" and opn == "NO_OP"):
-                self.use(W.key, tw, o.addr, o.addr + o.nbytes, False, origin, self.crc(origin, &o), rec, call,
-                         where_)
+                self.use(W.key, tw, o.addr, o.addr + o.nbytes, False, origin, &o, rec, call, where_)
             if result is not None and r.nbytes:
-                self.use(W.key, tw, r.addr, r.addr + r.nbytes, True, None, None, rec, call, where_)
+                self.use(W.key, tw, r.addr, r.addr + r.nbytes, True, None, NULL, rec, call, where_)
             if compare is not None and c.nbytes:
-                self.use(W.key, tw, c.addr, c.addr + c.nbytes, False, compare, self.crc(compare, &c), rec, call,
-                         where_)
+                self.use(W.key, tw, c.addr, c.addr + c.nbytes, False, compare, &c, rec, call, where_)
         finally:
             self.leave(taken)
         return True
@@ -1502,7 +1580,7 @@ cdef class Recorder:
                     keep = []
                 keep.append(u)
                 continue
-            if u.crc is not None and not self.unchanged(u.obj, u.crc):
+            if not self.use_unchanged(u):
                 self.det._changed(u, call, None)
         o = u = None  # the item's only holder is the list again (see clear_into)
         if keep:
@@ -1510,7 +1588,7 @@ cdef class Recorder:
         elif len(self.local.items) == 1:  # a loop's one buffer: no list, no dict
             u = self.local.clear_but_one()
             if u is not None:
-                u.obj = u.crc = u.rec = u.req = None  # a spare holds no buffer of the program's, nor a record
+                u.drop()
             self.spare = u
         else:
             self.local.clear_into(self.spares, _SPARES)

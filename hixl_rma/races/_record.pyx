@@ -86,12 +86,12 @@ cdef extern from *:
     typedef struct { PyObject *code; int lasti; int line; } hixl_rec_line_entry;
     static hixl_rec_line_entry hixl_rec_lines[256];
 
-    static int hixl_rec_line(PyFrameObject *f, PyCodeObject *code) {
-        int lasti = PyFrame_GetLasti(f);
+    /* The line of code at byte offset lasti (PyFrame_GetLasti's; -1: not started). */
+    static int hixl_rec_line_at(PyCodeObject *code, int lasti) {
         size_t h = (((size_t)code >> 4) ^ (size_t)lasti * 40503u) & 255;
         hixl_rec_line_entry *e = &hixl_rec_lines[h];
         if (e->code == (PyObject *)code && e->lasti == lasti) return e->line;
-        int line = PyFrame_GetLineNumber(f);
+        int line = lasti < 0 ? code->co_firstlineno : PyCode_Addr2Line(code, lasti);
         if (lasti >= 0) {
             Py_INCREF(code);
             Py_XSETREF(e->code, (PyObject *)code);
@@ -101,6 +101,41 @@ cdef extern from *:
         return line;
     }
 
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    /* 3.11: the interpreter's own frames are walked, where PyEval_GetFrame
+       makes a frame object for a frame that has none yet (every call of a
+       function called anew: a lambda's, a wrapper's). */
+    #ifndef Py_BUILD_CORE
+    #define Py_BUILD_CORE 1
+    #endif
+    #include "internal/pycore_frame.h"
+
+    static _PyInterpreterFrame *hixl_rec_complete(_PyInterpreterFrame *f) {
+        while (f != NULL && _PyFrame_IsIncomplete(f)) f = f->previous;
+        return f;
+    }
+
+    static PyObject *hixl_rec_frame(PyObject *own, int *line) {
+        _PyInterpreterFrame *f = hixl_rec_complete(PyThreadState_GET()->cframe->current_frame);
+        if (f == NULL) {
+            PyErr_SetString(PyExc_RuntimeError, "race detector: a call with no Python frame");
+            return NULL;
+        }
+        for (;;) {
+            PyCodeObject *code = f->f_code;
+            int mine = hixl_rec_own(own, code);
+            if (mine < 0) return NULL;
+            _PyInterpreterFrame *back = mine ? hixl_rec_complete(f->previous) : NULL;
+            if (back == NULL) {
+                int lasti = _PyInterpreterFrame_LASTI(f);
+                *line = hixl_rec_line_at(code, lasti < 0 ? -1 : lasti * (int)sizeof(_Py_CODEUNIT));
+                Py_INCREF(code);
+                return (PyObject *)code;
+            }
+            f = back;
+        }
+    }
+    #else
     /* The code object (a new reference) of the innermost running frame that
        is not hixl_rma's own code, or of the outermost frame when all are
        (detector.site_of's answer); its line in *line. */
@@ -121,7 +156,7 @@ cdef extern from *:
             }
             PyFrameObject *back = mine ? PyFrame_GetBack(f) : NULL;
             if (back == NULL) {
-                *line = hixl_rec_line(f, code);
+                *line = hixl_rec_line_at(code, PyFrame_GetLasti(f));
                 Py_DECREF(f);
                 return (PyObject *)code;
             }
@@ -130,6 +165,7 @@ cdef extern from *:
             f = back;
         }
     }
+    #endif
 
     /* (code, line) of that frame. */
     static PyObject *hixl_rec_site(PyObject *own) {
@@ -976,8 +1012,9 @@ cdef class _Target:
     cdef list plist  # Detector.pend's list of this target, once the record asked
 
 
-cdef inline object _tick(Clock clock):
-    """clock's own counter, advanced (Clock.tick)."""
+cdef inline long long _tick(Clock clock):
+    """clock's own counter, advanced (Clock.tick); a C number (an int object
+    is made only where a record keeps it)."""
     clock.v[clock.me_i] += 1
     clock._snap = None
     return clock.v[clock.me_i]
@@ -1035,6 +1072,7 @@ cdef class Recorder:
     cdef list quick_keep  # what quick's entries name
     cdef SiteFields h_site  # the last access's site
     cdef list ops, dtypes, types
+    cdef object op_last, op_name  # name_of's last op and its name
     cdef object type_info
     cdef object keep, rank
     cdef type Access, LocalUse, Site
@@ -1477,8 +1515,11 @@ cdef class Recorder:
     # ------------------------------------------------------------ atomics
 
     cdef object name_of(self, op):
-        """checked._opname(op)."""
-        return _by_identity(self.ops, op, self.opname)
+        """checked._opname(op) (the last one's without a search: a loop's)."""
+        if op is not self.op_last or op is None:
+            self.op_name = _by_identity(self.ops, op, self.opname)
+            self.op_last = op
+        return self.op_name
 
     cdef int atomic_issue(self, _WinRec W, target_rank) except -1:
         """Before an atomic: this rank's clock to its row of the target's
@@ -1600,7 +1641,7 @@ cdef class Recorder:
         cdef AccessFields r
         clock = self.clock()
         me = clock.me
-        now = _tick(clock)
+        now = _tick(clock)  # an int object: the records keep it
         if self.pend:
             if t is not None:
                 _done(self.pend_of(t), now, call, me)

@@ -249,6 +249,33 @@ cdef extern from *:
     static uint64_t hixl_rec_wordsum(const unsigned char *p, Py_ssize_t n) { return hixl_rec_wordsum_plain(p, n); }
     #endif
 
+    /* Empty a list and keep its storage: each interval empties the lists of
+       the last one (its buffers in use, its pending records) and fills them
+       again, where deleting the slice gave the storage back and the next
+       appends took it again. The items are let go after the list is empty
+       (one's release may run code that looks at it). */
+    static int hixl_rec_list_clear(PyObject *list) {
+        PyListObject *l = (PyListObject *)list;
+        Py_ssize_t n = Py_SIZE(l), i;
+        PyObject *few[16], **items = few;
+        if (n == 0) return 0;
+        if (n > 16 && (items = (PyObject **)PyMem_Malloc(n * sizeof(PyObject *))) == NULL)
+            return PyList_SetSlice(list, 0, n, NULL);
+        memcpy(items, l->ob_item, n * sizeof(PyObject *));
+        Py_SET_SIZE(l, 0);
+        for (i = 0; i < n; i++) Py_DECREF(items[i]);
+        if (items != few) PyMem_Free(items);
+        return 0;
+    }
+
+    /* The last item of a non-empty list, taken out (a new reference), the
+       storage kept (list.pop gives back half of it past each halving). */
+    static PyObject *hixl_rec_list_pop(PyObject *list) {
+        PyListObject *l = (PyListObject *)list;
+        Py_SET_SIZE(l, Py_SIZE(l) - 1);
+        return l->ob_item[Py_SIZE(l)];
+    }
+
     static uint32_t hixl_rec_crc32(const unsigned char *p, Py_ssize_t n) {
         uint32_t c = 0xFFFFFFFFu;
         for (Py_ssize_t i = 0; i < n; i++) c = hixl_rec_crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);
@@ -264,6 +291,8 @@ cdef extern from *:
     long long hixl_rec_load(const long long *p)
     void hixl_rec_crc_init()
     uint32_t hixl_rec_crc32(const unsigned char *p, Py_ssize_t n)
+    int hixl_rec_list_clear(object list) except -1
+    object hixl_rec_list_pop(object list)
     uint64_t hixl_rec_wordsum(const unsigned char *p, Py_ssize_t n)
 
 hixl_rec_crc_init()
@@ -477,7 +506,7 @@ cdef class Uses:
         """Keep none."""
         if self.indexed:
             self.by_lo.clear()  # before the old items go (the index borrows their references)
-        PyList_SetSlice(self.items, 0, len(self.items), NULL)
+        hixl_rec_list_clear(self.items)
         self.span, self.seq, self.exact, self.indexed = 0, 0, True, False
         self.lo_min, self.hi_max = <size_t>-1, 0
 
@@ -1051,7 +1080,7 @@ cdef int _done(recs, now, str call, me) except -1:
     for o in <list>recs:
         r = <AccessFields>o
         r.done, r.done_call, r.done_actor = now, call, me
-    PyList_SetSlice(recs, 0, len(<list>recs), NULL)
+    hixl_rec_list_clear(recs)
     return 0
 
 
@@ -1440,7 +1469,7 @@ cdef class Recorder:
             self.spare = None
             return u
         if self.spares:
-            return <UseFields>self.spares.pop()
+            return <UseFields>hixl_rec_list_pop(self.spares)
         return None
 
     cpdef moved(self, win, str call, origin, target_rank, target, bint receives):

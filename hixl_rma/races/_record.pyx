@@ -1606,15 +1606,8 @@ cdef class Recorder:
         if type(target_rank) is not int or not 0 <= <Py_ssize_t>target_rank < W.nc:
             return False  # the Python record's, which lets the window name what is wrong
         self.atomic_issue(W, target_rank)
-        if compare is not None:
-            base(win, origin, compare, result, target_rank, target)
-            opn = "CAS"
-        else:
-            opn = self.name_of(op)
-            if result is None:
-                base(win, origin, target_rank, target, op)
-            else:
-                base(win, origin, result, target_rank, target, op)
+        _as_called(base, win, call, origin, result, compare, target_rank, target, op)
+        opn = "CAS" if compare is not None else self.name_of(op)
         t = W.target(target_rank)
         tw = t.tw
         lo = (<Py_ssize_t>target if target is not None else 0) * t.du
@@ -1740,19 +1733,30 @@ cdef class Recorder:
             self.leave(taken)
 
 
+cdef object _as_called(fn, win, str call, origin, result, compare, target_rank, target, op):
+    """fn(win, ...) with an atomic's arguments in ``call``'s order."""
+    if call == "Fetch_and_op":
+        return fn(win, origin, result, target_rank, target, op)
+    if call == "Compare_and_swap":
+        return fn(win, origin, compare, result, target_rank, target)
+    if call == "Accumulate":
+        return fn(win, origin, target_rank, target, op)
+    return fn(win, origin, result, target_rank, target, op)
+
+
 cdef object _atomic(Busy tls, Recorder r, win, base, python, str call, origin, result, compare, target_rank, target,
-                    op, tuple args):
+                    op):
     """An atomic of make_calls': recorded in C where it can be, else by
-    ``python`` (``args``: the call's arguments after the window)."""
+    ``python`` (each called with the call's arguments in its order)."""
     if tls.get():
-        return base(win, *args)
+        return _as_called(base, win, call, origin, result, compare, target_rank, target, op)
     tls.set(True)
     try:
         done = r.atomic(win, base, call, origin, result, compare, target_rank, target, op)
     finally:
         tls.set(False)
     if not done:
-        python(win, *args)
+        _as_called(python, win, call, origin, result, compare, target_rank, target, op)
 
 
 def make_calls(Win, Recorder r, Busy tls, python):
@@ -1795,28 +1799,24 @@ def make_calls(Win, Recorder r, Busy tls, python):
 
     def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=SUM):
         """Get_accumulate of one element (recorded by the race detector)."""
-        _atomic(tls, r, self, base_fop, py_fop, "Fetch_and_op", origin, result, None, target_rank, target_disp, op,
-                (origin, result, target_rank, target_disp, op))
+        _atomic(tls, r, self, base_fop, py_fop, "Fetch_and_op", origin, result, None, target_rank, target_disp, op)
 
     def Compare_and_swap(self, origin, compare, result, target_rank, target_disp=0):
         """Store origin at the target if it equals compare (recorded by the race detector)."""
-        args = (origin, compare, result, target_rank, target_disp)
         if compare is None:  # the base call says what is wrong
-            return py_cas(self, *args)
+            return py_cas(self, origin, compare, result, target_rank, target_disp)
         _atomic(tls, r, self, base_cas, py_cas, "Compare_and_swap", origin, result, compare, target_rank,
-                target_disp, None, args)
+                target_disp, None)
 
     def Accumulate(self, origin, target_rank, target=None, op=SUM):
         """Element-wise atomic target = op(target, origin) (recorded by the race detector)."""
-        _atomic(tls, r, self, base_acc, py_acc, "Accumulate", origin, None, None, target_rank, target, op,
-                (origin, target_rank, target, op))
+        _atomic(tls, r, self, base_acc, py_acc, "Accumulate", origin, None, None, target_rank, target, op)
 
     def Get_accumulate(self, origin, result, target_rank, target=None, op=SUM):
         """Accumulate returning the previous target values (recorded by the race detector)."""
-        args = (origin, result, target_rank, target, op)
         if result is None:  # the base call says what is wrong
-            return py_gacc(self, *args)
-        _atomic(tls, r, self, base_gacc, py_gacc, "Get_accumulate", origin, result, None, target_rank, target, op, args)
+            return py_gacc(self, origin, result, target_rank, target, op)
+        _atomic(tls, r, self, base_gacc, py_gacc, "Get_accumulate", origin, result, None, target_rank, target, op)
 
     return {"Put": Put, "Get": Get, "Flush": Flush, "Fence": Fence, "Fetch_and_op": Fetch_and_op,
             "Compare_and_swap": Compare_and_swap, "Accumulate": Accumulate, "Get_accumulate": Get_accumulate}

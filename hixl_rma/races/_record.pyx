@@ -412,7 +412,8 @@ cdef inline bint _c_array(obj, _Arr *out):
 @cython.no_gc
 cdef class AccessFields:
     """The storage of log.Access."""
-    cdef public object win, target, blocks, call, op, dtype, rank, snap, done, site, done_call, thread, count
+    cdef public object win, target, blocks, call, op, dtype, rank, snap, done, site, done_call, thread
+    cdef public Py_ssize_t count  # accesses it took (a C number: a loop's record adds one per call)
     cdef public object done_actor
     cdef public Py_ssize_t epoch
     cdef public Py_ssize_t touched  # when it last took an access (log.Log.touch)
@@ -485,6 +486,7 @@ cdef class Uses:
     cdef Py_ssize_t seq
     cdef bint exact  # every item is a UseFields (else overlapping() looks at all)
     cdef bint indexed  # by_lo holds every item
+    cdef type last_type  # the last item's, a UseFields (one class in a loop: no subclass test)
 
     def __init__(self, items=()):
         self.replace(items)
@@ -549,13 +551,14 @@ cdef class Uses:
         cdef UseFields f
         if not self.exact:
             return
-        if not isinstance(u, UseFields):
+        if type(u) is not self.last_type and not isinstance(u, UseFields):
             self.exact = False
             if self.indexed:
                 self.by_lo.clear()
                 self.indexed = False
             return
         f = <UseFields>u
+        self.last_type = type(u)
         f.seq = self.seq
         self.seq += 1
         if f.lo < self.lo_min:
@@ -1102,6 +1105,7 @@ cdef class Recorder:
     cdef SiteFields h_site  # the last access's site
     cdef list ops, dtypes, types
     cdef object op_last, op_name  # name_of's last op and its name
+    cdef tuple dtype_last  # dtype_of's last answer
     cdef object type_info
     cdef object keep, rank
     cdef type Access, LocalUse, Site
@@ -1234,10 +1238,18 @@ cdef class Recorder:
         return hixl_rec_site(self.own)
 
     cdef tuple dtype_of(self, arr):
-        """(dtype.str, whether detector.checksum reads it word by word) of an
-        ndarray's dtype, remembered by identity."""
+        """(dtype, dtype.str, whether detector.checksum reads it word by word)
+        of an ndarray's dtype, remembered by identity (the last one's without
+        a search: a loop's)."""
         cdef tuple e
         d = <object>cnp.PyArray_DESCR(<cnp.ndarray>arr)
+        if self.dtype_last is not None and (<tuple>self.dtype_last)[0] is d:
+            return self.dtype_last
+        self.dtype_last = e = self.dtype_search(arr, d)
+        return e
+
+    cdef tuple dtype_search(self, arr, d):
+        cdef tuple e
         for o in self.dtypes:
             e = <tuple>o
             if e[0] is d:

@@ -411,12 +411,12 @@ cdef inline bint _c_array(obj, _Arr *out):
 # calls made thousands that every full collection walked.
 @cython.no_gc
 cdef class AccessFields:
-    """The storage of log.Access."""
-    cdef public object win, target, blocks, call, op, dtype, rank, snap, done, site, done_call, thread
+    """The storage of log.Access (what a call of a loop looks at first)."""
+    cdef public object done, snap, done_call, done_actor, thread
     cdef public Py_ssize_t count  # accesses it took (a C number: a loop's record adds one per call)
-    cdef public object done_actor
     cdef public Py_ssize_t epoch
     cdef public Py_ssize_t touched  # when it last took an access (log.Log.touch)
+    cdef public object win, target, blocks, call, op, dtype, rank, site
 
 
 cdef enum:
@@ -793,15 +793,17 @@ cdef class Touched:
 
 
 cdef class SiteFields:
-    """The storage of log._Site."""
-    cdef public list first
-    cdef public object last
-    cdef public object seen
+    """The storage of log._Site. What a call looks at first comes first: a
+    loop over blocks finds each site, and its newest record, out of cache."""
+    cdef hixl_rec_qkey qk  # what the C record found it by last (its objects kept by Recorder.quick_keep)
+    cdef SiteFields next  # the site the C record found after this one, the last time (a loop's next call)
+    cdef public object newest  # its last record (log.Log.put's)
     cdef object where  # (code, line) of its records, once the C record found it
     cdef _TargetBlocks tb  # the blocks its records' block is one of, at tb_at (Recorder.touch)
     cdef _BlockAt tb_at
-    cdef hixl_rec_qkey qk  # what the C record found it by last (its objects kept by Recorder.quick_keep)
-    cdef SiteFields next  # the site the C record found after this one, the last time (a loop's next call)
+    cdef public list first
+    cdef public object last
+    cdef public object seen
 
 
 cdef class Clock:
@@ -1333,7 +1335,7 @@ cdef class Recorder:
             if st is not None:
                 st.next = nx
             st = self.h_site = nx
-        o = st.last[-1] if st.last else (st.first[-1] if st.first else None)
+        o = st.newest
         if o is not None:
             rec = <AccessFields>o
             if snap is not None and rec.snap is snap and rec.done is None:
@@ -1361,6 +1363,7 @@ cdef class Recorder:
             st.first.append(rec)
         else:
             st.last.append(rec)
+        st.newest = rec
         self.touch(rec, t, lo, n, st)
         self.pending(t, rec)
         return rec

@@ -188,8 +188,7 @@ def make_class(Win, det):
             th = clock.me
             k = (key, tw, call, None, None, where_[0], where_[1], blocks, th)
             st = log_sites.get(k)
-            last = st.last[-1] if st is not None and st.last else (st.first[-1] if st is not None and st.first
-                                                                  else None)
+            last = st.newest if st is not None else None
             if last is not None and last.snap is snap and last.done is None:
                 last.count += 1
                 det.log.touch(last)

@@ -26,7 +26,7 @@ ACCS = frozenset(("Accumulate", "Raccumulate", "Get_accumulate", "Rget_accumulat
 _AccessBase, _ACCESS_SLOTS = storage("AccessFields", (
     "win", "target", "blocks", "call", "op", "dtype", "rank", "snap", "done", "site", "done_call", "thread", "count",
     "done_actor", "epoch", "touched"))
-_SiteBase, _SITE_SLOTS = storage("SiteFields", ("first", "last", "seen"))
+_SiteBase, _SITE_SLOTS = storage("SiteFields", ("first", "last", "seen", "newest"))
 
 
 class Access(_AccessBase):
@@ -76,6 +76,7 @@ class _Site(_SiteBase):
         self.first = []
         self.last = collections.deque(maxlen=keep)
         self.seen = 0
+        self.newest = None  # the last record put
 
 
 class _PyTouched:
@@ -171,7 +172,7 @@ class Log:
         s = self.sites.get(key)
         if s is None:
             s = self.sites[key] = _Site(self.keep)
-        last = s.last[-1] if s.last else (s.first[-1] if s.first else None)
+        last = s.newest
         if last is not None and last.snap is snap and (last.done is None or last.call in ("load", "store")):
             last.count += 1
             self.touch(last)
@@ -211,6 +212,7 @@ class Log:
             s.first.append(rec)
         else:
             s.last.append(rec)
+        s.newest = rec
 
     def records(self):
         for s in self.sites.values():

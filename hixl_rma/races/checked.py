@@ -57,10 +57,29 @@ def _type_info(datatype):
     return tm.size, (tm.base.str if tm.base is not None else None)
 
 
+_MERGED = {}  # the bytes of an int64 array of byte ranges -> _merge's answer (a loop's datatype target again)
+_MERGED_MOST, _MERGED_BLOCKS = 8, 16384  # at most 8 answers kept, each of at most 16,384 ranges
+
+
 def _merge(tblk):
     """((lo, hi), ...) of the byte ranges (offset, length) in tblk, sorted,
-    overlapping or touching ones merged, empty ones left out."""
+    overlapping or touching ones merged, empty ones left out. The answer for
+    the same ranges is kept, keyed by their bytes: a loop's Put of 4,096
+    blocks sorted and merged them, and made 4,096 pairs, on every call."""
     a = np.asarray(tblk if isinstance(tblk, np.ndarray) else list(tblk), dtype=np.int64).reshape(-1, 2)
+    if len(a) <= 16 or len(a) > _MERGED_BLOCKS:
+        return _merged(a)
+    key = a.tobytes()
+    out = _MERGED.get(key)
+    if out is None:
+        if len(_MERGED) >= _MERGED_MOST:
+            _MERGED.clear()
+        out = _MERGED[key] = _merged(a)
+    return out
+
+
+def _merged(a):
+    """_merge of an (n, 2) int64 array."""
     a = a[a[:, 1] > 0]
     if not len(a):
         return ()

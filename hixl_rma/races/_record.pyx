@@ -1162,6 +1162,11 @@ cdef class Recorder:
         self.out = np.zeros(det.width, np.int64)
         self.out_p = <long long *>cnp.PyArray_DATA(<cnp.ndarray>self.out)
 
+    cdef inline bint is_null(self, rank) except -1:
+        """rank == MPI.PROC_NULL: an int of its value is the cached small int
+        itself (no comparison call); anything else is compared."""
+        return rank is self.proc_null or (type(rank) is not int and rank == self.proc_null)
+
     def threads_started(self):
         """Another thread may record from now on: sections take the mutex."""
         self.solo = False
@@ -1490,7 +1495,7 @@ cdef class Recorder:
     cpdef moved(self, win, str call, origin, target_rank, target, bint receives):
         """Record a Put or Get the base class has just made (checked.py's _moved)."""
         cdef _Arr a
-        if self.tls.get() or target_rank == self.proc_null:
+        if self.tls.get() or self.is_null(target_rank):
             return
         if not (_c_array(origin, &a) and self.fast(win, call, origin, &a, target_rank, target, receives)):
             self.slow(win, call, origin, target_rank, target)
@@ -1608,7 +1613,7 @@ cdef class Recorder:
         cdef Py_ssize_t lo
         cdef int line
         r.addr = r.nbytes = c.addr = c.nbytes = 0
-        if target_rank == self.proc_null or not (target is None or type(target) is int):
+        if self.is_null(target_rank) or not (target is None or type(target) is int):
             return False
         if not _c_array(origin, &o):
             return False
@@ -1694,7 +1699,7 @@ cdef class Recorder:
         """Flush(rank): what this rank did to rank is complete, remotely and
         locally (checked.py's flushed)."""
         cdef _Target t
-        if self.tls.get() or rank == self.proc_null:
+        if self.tls.get() or self.is_null(rank):
             return
         W = self.of(win)
         t = W.target(rank)
@@ -1704,7 +1709,7 @@ cdef class Recorder:
             self.complete(W, t, _FLUSH)
         finally:
             self.leave(taken)
-        if rank in W.atomics:
+        if W.atomics and rank in W.atomics:
             if self.on_main():
                 self.atomic_read(W, rank)
             else:

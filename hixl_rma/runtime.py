@@ -97,9 +97,16 @@ class _Runtime:
         self._fin_recvs = [self.ctl.Irecv(self._fin_in[r:r + 1], source=r, tag=_FIN_TAG)
                            for r in range(self.size) if r != self.rank]
         self._fin_out = None  # this rank's notices, once sent
-        self.notify_queues = collections.defaultdict(collections.deque)
+        self.notify_queues = collections.defaultdict(collections.deque)  # "<window key>:<kind>" -> (src, msg)
         self.next_window_id = 0
         self.windows = set()  # live windows' cores (core.WindowCore; teardown removes them)
+        # Which windows a notification may still be for (see poll_notifies):
+        # the keys of the live ones; per world rank r, the newest id of the
+        # windows made here whose rank 0 is r; how many creations are under way.
+        self.live_keys = set()
+        self.newest_id = {}
+        self.making = 0
+        self.strays = False  # a queue of a freed window may have been made while one was under way
 
     def connect(self, world_rank):
         """The engine address of world_rank, connecting on first use to the
@@ -147,13 +154,61 @@ class _Runtime:
         return all(self.node[w] == self.node[self.rank] for w in world_ranks)
 
     def poll_notifies(self):
-        """Move engine notifications into their (window, kind) queues."""
+        """Move engine notifications into their (window, kind) queues; those
+        of a window freed here are dropped."""
         for name, msg in self.engine.get_notifies():
             key, _, src = name.rpartition("/")
             try:
-                self.notify_queues[key].append((int(src), msg))
+                src = int(src)
+                if key.partition(":")[0] not in self.live_keys:
+                    if self._freed(key):
+                        continue  # sent before its sender's Free: no queue comes back for it
+                    self.strays = self.strays or bool(self.making)
             except ValueError:
                 continue  # not ours: ignore a malformed name
+            self.notify_queues[key].append((src, msg))
+
+    def _freed(self, key):
+        """The window of queue ``key`` ("w<r>.<id>:<kind>", not live here) was
+        freed here. A window made on another rank first, not here yet, is
+        not: its notifications wait for it. Windows whose rank 0 is world
+        rank r are made here in the order of r's ids, so an id at or below
+        the newest one made here is a window freed (unless a creation under
+        way in another thread may be of it); raises ValueError for a key
+        that is not a window's."""
+        r, _, seq = key.partition(":")[0].partition(".")
+        if r[:1] != "w":
+            raise ValueError(key)
+        return not self.making and int(seq) <= self.newest_id.get(int(r[1:]), -1)
+
+    def window_making(self, step):
+        """A window's creation begins (``step`` 1) or ends (-1) here."""
+        self.making += step
+
+    def window_made(self, core):
+        """A window made here: live, and its notifications queued from now on."""
+        self.windows.add(core)
+        self.live_keys.add(core.key)
+        r, _, seq = core.key[1:].partition(".")
+        self.newest_id[int(r)] = max(int(seq), self.newest_id.get(int(r), -1))
+
+    def window_freed(self, core):
+        """A window freed here: its notification queues go (and any other
+        freed window's, queued while a creation was under way)."""
+        self.windows.discard(core)
+        if core.key not in self.live_keys:
+            return  # never made, or freed already
+        self.live_keys.discard(core.key)
+        for kind in _NOTIFY_KINDS:
+            self.notify_queues.pop(f"{core.key}:{kind}", None)
+        if self.strays and not self.making:
+            self.strays = False
+            for key in list(self.notify_queues):
+                try:
+                    if key.partition(":")[0] not in self.live_keys and self._freed(key):
+                        self.notify_queues.pop(key, None)
+                except ValueError:
+                    pass
 
     def block_for_notifies(self, seconds):
         """poll()'s ``block`` for waits on notifications: sleep until the
@@ -271,6 +326,10 @@ class _Runtime:
     def finalize(self):
         self.engine.finalize()
 
+
+# The kinds of a window's notification queues: PSCW's notices (epochs.py)
+# and Notify's tags (notify.py, the hot path's notify_name).
+_NOTIFY_KINDS = ("post", "complete", "n")
 _RECORD_BYTES = 1024  # a host name and its addresses as "ip:port,..." fit
 _TRY_MS = 3000        # connect timeout of an advertised address but the last
 

@@ -831,6 +831,7 @@ def target_blocks(target, origin, disp_unit, receiver=None):
 
     if datatype is not None:
         tm, label = typemap(datatype), _describe(datatype)
+        _match_types(origin, tm.base, datatype, start)
         if count is None:
             if tm.size == 0 or origin.size % tm.size:
                 raise DatatypeError(
@@ -862,6 +863,40 @@ def target_blocks(target, origin, disp_unit, receiver=None):
                 f"{-lo} bytes before the window start"
             )
     return start, blocks, tm.base, size
+
+
+def untyped(dtype):
+    """Raw bytes, which match any type: no known element type, unsigned
+    bytes (bytes, bytearray, MPI.BYTE; and numpy uint8, MPI.UNSIGNED_CHAR
+    and UINT8_T, which mpi4py cannot tell from bytes: all are buffer format
+    "B") or numpy void."""
+    return dtype is None or (dtype.kind == "u" and dtype.itemsize == 1) or (dtype.kind == "V"
+                                                                              and dtype.names is None)
+
+
+# The MPI names of numpy's native basic types, for messages.
+_MPI_NAMES = {"b1": "C_BOOL", "S1": "CHAR", "i1": "INT8_T", "i2": "INT16_T", "i4": "INT32_T", "i8": "INT64_T",
+              "u2": "UINT16_T", "u4": "UINT32_T", "u8": "UINT64_T", "f4": "FLOAT", "f8": "DOUBLE",
+              "c8": "C_FLOAT_COMPLEX", "c16": "C_DOUBLE_COMPLEX"}
+
+
+def _type_name(dtype):
+    """A numpy element type and, where there is one, its MPI name."""
+    name = _MPI_NAMES.get(f"{dtype.kind}{dtype.itemsize}") if dtype.isnative else None
+    return f"{dtype} (MPI.{name})" if name else str(dtype)
+
+
+def _match_types(origin, target_base, datatype, start):
+    """MPI's type matching: an origin and a target that both carry typed
+    basic types must carry the same one (raw bytes match any)."""
+    have = origin.dtype
+    if have is None or target_base is None or have == target_base or untyped(have) or untyped(target_base):
+        return
+    named = f" ({_describe(datatype)})" if isinstance(datatype, MPI.Datatype) else ""
+    raise DatatypeError(
+        f"type mismatch at target offset {start}: target type {target_base}{named} differs from origin type "
+        f"{_type_name(have)}; MPI moves typed data only between the same basic type (untyped bytes -- bytes, "
+        f"bytearray, MPI.BYTE -- move into any)")
 
 
 def _moved(described, held, receiver):

@@ -14,6 +14,7 @@ from libc.stdint cimport int64_t, uint8_t
 
 cdef size_t _NOGIL_COPY = 1 << 16  # copies this large release the GIL
 from mpi4py import MPI as _MPI
+from mpi4py.util import dtlib as _dtlib
 from . import constants as _constants
 from .errors import EpochError
 cdef long _PROC_NULL = _MPI.PROC_NULL
@@ -56,11 +57,53 @@ cdef extern from "Python.h":
 cdef object _MPIDatatype = _MPI.Datatype
 
 
+cdef inline long _kind_code(char kind, Py_ssize_t itemsize) noexcept:
+    """A basic type as the hot path compares types (MPI's type matching):
+    numpy's kind and item size; 0 for raw bytes (unsigned bytes: bytes,
+    bytearray, MPI.BYTE, and uint8 / MPI.UNSIGNED_CHAR, which mpi4py cannot
+    tell from bytes), which match any type."""
+    if kind == b'u' and itemsize == 1:
+        return 0
+    return (<long>kind << 8) | (itemsize & 0xFF)
+
+
+cdef inline long _format_code(const char *fmt, Py_ssize_t itemsize) noexcept:
+    """The _kind_code of a buffer's elements by its format, or -1 for a
+    format the hot path does not read (another byte order, several fields):
+    the Python layer decides on those."""
+    cdef char c
+    if fmt == NULL:
+        return 0  # bytes
+    if fmt[0] in b"@=<":  # native ('<' too: the hosts are little-endian)
+        fmt += 1
+    if fmt[0] == b'Z' and fmt[1] != 0 and fmt[2] == 0 and fmt[1] in b"efdg":
+        return _kind_code(b'c', itemsize)
+    if fmt[0] == 0 or fmt[1] != 0:
+        return -1
+    c = fmt[0]
+    if c == b'B':
+        return 0
+    if c in b"bhilqn":
+        return _kind_code(b'i', itemsize)
+    if c in b"HILQN":
+        return _kind_code(b'u', itemsize)
+    if c in b"efdg":
+        return _kind_code(b'f', itemsize)
+    if c == b'?':
+        return _kind_code(b'b', itemsize)
+    if c == b'c':
+        return _kind_code(b'S', itemsize)
+    return -1
+
+
 cdef dict _basic_sizes():
-    """Size of each named, contiguous basic datatype of MPI by handle: the
-    target datatypes whose (disp, count, datatype) the hot path resolves
-    itself (count elements of that size, no holes)."""
+    """Size and type of each named, contiguous basic datatype of MPI by
+    handle, as ``size | _kind_code << 16`` (the code 0 where numpy has no
+    such type: nothing to match): the target datatypes whose (disp, count,
+    datatype) the hot path resolves itself (count elements of that size, no
+    holes, of the origin's type)."""
     cdef dict sizes = {}
+    cdef long code
     for name in ("BYTE", "CHAR", "SIGNED_CHAR", "UNSIGNED_CHAR", "WCHAR", "SHORT", "UNSIGNED_SHORT", "INT",
                  "UNSIGNED", "LONG", "UNSIGNED_LONG", "LONG_LONG", "UNSIGNED_LONG_LONG", "FLOAT", "DOUBLE",
                  "LONG_DOUBLE", "C_BOOL", "INT8_T", "INT16_T", "INT32_T", "INT64_T", "UINT8_T", "UINT16_T",
@@ -75,7 +118,12 @@ cdef dict _basic_sizes():
         except _MPI.Exception:
             continue  # not in this MPI
         if size > 0 and lb == 0 and extent == size:
-            sizes[dt.handle] = size
+            try:
+                npdt = _dtlib.to_numpy_dtype(dt)
+                code = _kind_code(ord(npdt.kind), npdt.itemsize) if npdt.itemsize == size else 0
+            except (ValueError, TypeError, KeyError):
+                code = 0
+            sizes[dt.handle] = size | (code << 16)
     return sizes
 
 
@@ -576,9 +624,10 @@ cdef class WindowState:
         (a derived or unknown datatype, a count the origin does not fill, a
         wrong type) is the Python layer's, which parses and checks it."""
         global _BASIC_SIZES
-        cdef Py_ssize_t n
+        cdef Py_ssize_t n, size
         cdef size_t nbytes = <size_t>view.len
-        cdef object count, size
+        cdef object count, basic
+        cdef long code
         if target is None or type(target) is int:
             return self._offset(target, r, nbytes, off)
         if type(target) is not tuple and type(target) is not list:
@@ -595,9 +644,13 @@ cdef class WindowState:
                     return False
                 if _BASIC_SIZES is None:
                     _BASIC_SIZES = _basic_sizes()
-                size = _BASIC_SIZES.get(target[2].handle)
-                if size is None:
+                basic = _BASIC_SIZES.get(target[2].handle)
+                if basic is None:
                     return False
+                size = <Py_ssize_t>basic & 0xFFFF
+                code = <long>basic >> 16
+                if code != 0 and _format_code(view.format, view.itemsize) not in (0, code):
+                    return False  # typed data of another type (or a format not read here): the Python layer's
             elif _one_char_format(view.format):
                 # (disp, count) counts the origin's elements, as the Python
                 # layer reads a buffer of one basic element.
@@ -720,13 +773,17 @@ cdef class WindowState:
         cdef Status st
         cdef AtomicOp aop
         cdef int32_t tmo
+        cdef bint unsigned = False, other = False
         if not self._live() or not self._target_ok(target_rank, &r, True):
             return False
         if self.access[r] != _READ_WRITE or self.mem_type[r] != MEM_HOST or (self.posted[r] is not None and self.dirty[r]):
             return False  # posted atomics first: this origin's accumulates stay ordered
-        if not (_int64_scalar(origin, &value) and (compare is None or _int64_scalar(compare, &cmp))):
+        # int64 and uint64 are two types: a mix is the Python layer's to refuse.
+        if not _int64_scalar(origin, &value, &unsigned):
             return False
-        if result is not None and not _int64_out(result):
+        if compare is not None and not (_int64_scalar(compare, &cmp, &other) and other == unsigned):
+            return False
+        if result is not None and not (_int64_out(result, &other) and other == unsigned):
             return False
         if not self._offset(target_disp, r, 8, &off) or (self.base[r] + off) % 8:
             return False
@@ -1269,8 +1326,9 @@ _FAST_OPS[:] = [AtomicOp.ADD, AtomicOp.AND, AtomicOp.OR, AtomicOp.XOR, AtomicOp.
                 AtomicOp.ADD]
 
 
-cdef inline char *_int64_ptr(object a, bint writable):
-    """Address of a buffer of exactly one 8-byte integer, or NULL."""
+cdef inline char *_int64_ptr(object a, bint writable, bint *unsigned=NULL):
+    """Address of a buffer of exactly one 8-byte integer, or NULL;
+    ``unsigned`` tells its signedness (MPI's type matching tells them apart)."""
     cdef Py_buffer view
     cdef char *p = NULL
     cdef const char *fmt
@@ -1284,21 +1342,23 @@ cdef inline char *_int64_ptr(object a, bint writable):
     if (view.itemsize == 8 and view.len == 8 and fmt != NULL and fmt[1] == 0
             and fmt[0] in b"lqLQ"):
         p = <char *>view.buf
+        if unsigned != NULL:
+            unsigned[0] = fmt[0] in b"LQ"
     # The caller holds a reference to ``a``, which keeps the memory alive.
     PyBuffer_Release(&view)
     return p
 
 
-cdef inline bint _int64_scalar(object a, uint64_t *out):
-    cdef char *p = _int64_ptr(a, False)
+cdef inline bint _int64_scalar(object a, uint64_t *out, bint *unsigned):
+    cdef char *p = _int64_ptr(a, False, unsigned)
     if p == NULL:
         return False
     out[0] = (<uint64_t *>p)[0]
     return True
 
 
-cdef inline bint _int64_out(object a):
-    return _int64_ptr(a, True) != NULL
+cdef inline bint _int64_out(object a, bint *unsigned):
+    return _int64_ptr(a, True, unsigned) != NULL
 
 
 cdef inline void _int64_store(object a, uint64_t v):

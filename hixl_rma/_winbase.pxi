@@ -32,18 +32,20 @@ cdef inline int _op_code(object op):
 
 
 from .request import Request as _Request
-# One 8-byte integer element, as a target spec names it.
-cdef set _INT64_TYPES = {_MPI.INT64_T.handle, _MPI.UINT64_T.handle, _MPI.LONG.handle, _MPI.UNSIGNED_LONG.handle,
-                         _MPI.LONG_LONG.handle, _MPI.UNSIGNED_LONG_LONG.handle}
+# One 8-byte integer element, as a target spec names it: signed, unsigned.
+cdef set _INT64_TYPES = {_MPI.INT64_T.handle, _MPI.LONG.handle, _MPI.LONG_LONG.handle}
+cdef set _UINT64_TYPES = {_MPI.UINT64_T.handle, _MPI.UNSIGNED_LONG.handle, _MPI.UNSIGNED_LONG_LONG.handle}
 cdef object _NP_INT64 = np.dtype(np.int64)
 cdef object _NP_UINT64 = np.dtype(np.uint64)
 
 
-cdef object _one_element(object target):
+cdef object _one_element(object target, object origin):
     """The displacement of a target spec of one 8-byte integer element --
-    None, a displacement, (disp,), (disp, 1), (disp, 1, int64 type) -- or -1
-    (not the hot path's: the Python layer parses it)."""
+    None, a displacement, (disp,), (disp, 1), (disp, 1, int64 type of the
+    origin's signedness) -- or -1 (not the hot path's: the Python layer
+    parses it)."""
     cdef object dt
+    cdef bint unsigned = False, origin_unsigned = False
     if target is None or type(target) is int:
         return target
     if type(target) is not tuple and type(target) is not list:
@@ -56,11 +58,16 @@ cdef object _one_element(object target):
     if n == 3:
         dt = target[2]
         if isinstance(dt, _MPI.Datatype):
-            if dt.handle not in _INT64_TYPES:
+            unsigned = dt.handle in _UINT64_TYPES
+            if not unsigned and dt.handle not in _INT64_TYPES:
                 return -1
-        elif not (dt is np.int64 or dt is np.uint64 or (type(dt) is type(_NP_INT64)
-                                                         and (dt == _NP_INT64 or dt == _NP_UINT64))):
+        elif dt is np.int64 or dt is np.uint64 or (type(dt) is type(_NP_INT64)
+                                                    and (dt == _NP_INT64 or dt == _NP_UINT64)):
+            unsigned = dt is np.uint64 or dt == _NP_UINT64
+        else:
             return -1
+        if _int64_ptr(origin, False, &origin_unsigned) == NULL or origin_unsigned != unsigned:
+            return -1  # int64 and uint64 are two types: a mix is the Python layer's to refuse
     return target[0]
 
 
@@ -136,14 +143,14 @@ cdef class WinBase:
         """Accumulate that also returns the previous target values in result."""
         cdef int code = _op_code(op)
         if (code < 0 or result is None or self._core is None
-                or not self._core.atomic(origin, None, result, target_rank, _one_element(target), code)):
+                or not self._core.atomic(origin, None, result, target_rank, _one_element(target, origin), code)):
             self._get_accumulate(origin, result, target_rank, target, op)
 
     def Rget_accumulate(self, origin, result, target_rank, target=None, op=_ops.SUM):
         """Request-based Get_accumulate (complete when it returns here)."""
         cdef int code = _op_code(op)
         if (code >= 0 and result is not None and self._core is not None
-                and self._core.atomic(origin, None, result, target_rank, _one_element(target), code)):
+                and self._core.atomic(origin, None, result, target_rank, _one_element(target, origin), code)):
             return _Request.completed()
         return self._rget_accumulate(origin, result, target_rank, target, op)
 

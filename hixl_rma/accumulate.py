@@ -112,18 +112,22 @@ class Accumulates:
         if a.device_result is not None:
             result = to_host(result)  # filled on the host, then copied back (_put_result)
         rb = as_buffer(result, writable=True, name="result") if result is not None else None
+        where = f"{what} to rank {a.t.rank} of window {w.label()} ({ob.size} bytes from the origin)"
         if count1:  # Fetch_and_op / Compare_and_swap: exactly one element, one datatype
             _single_element(ob, what, "origin")
             _single_element(rb, what, "result")
-            _same_type(ob, rb, what, "result")
+            _same_type(ob, rb, where, "result")
         dtype = ob.dtype
         a.op.check(dtype, what)
         if rb is not None:
             if rb.size != ob.size:
                 raise DatatypeError(f"{what}: result buffer has {rb.size} bytes but origin has {ob.size} bytes")
             if rb.dtype is not None and rb.dtype != dtype:
-                raise DatatypeError(f"{what}: result type {rb.dtype} differs from origin type {dtype}")
-        _, tblk, tdtype, _ = target_blocks(target, ob, a.t.disp_unit)
+                raise DatatypeError(f"{where}: result type {rb.dtype} differs from origin type {dtype}")
+        try:
+            _, tblk, tdtype, _ = target_blocks(target, ob, a.t.disp_unit)
+        except ParamError as exc:
+            raise w.in_context(exc, what, a.t, f" ({ob.size} bytes from the origin)") from None
         if tdtype is not None and tdtype != dtype:
             raise DatatypeError(f"{what}: target type {tdtype} differs from origin type {dtype}")
         a.dtype, a.tblk, a.origin, a.result = dtype, tblk, ob, rb
@@ -267,7 +271,8 @@ class Accumulates:
             return
         cb = as_buffer(compare, writable=False, name="compare")
         _single_element(cb, "Compare_and_swap", "compare")
-        _same_type(a.origin, cb, "Compare_and_swap", "compare")
+        _same_type(a.origin, cb, f"Compare_and_swap to rank {a.t.rank} of window {self.w.label()} "
+                                 f"({a.origin.size} bytes from the origin)", "compare")
         if a.dtype.kind not in "iubV" or a.dtype.itemsize > 8:
             # MPI defines it for integer, logical and byte types only.
             raise DatatypeError(f"Compare_and_swap: datatype {a.dtype} is not an integer, logical or "

@@ -670,9 +670,10 @@ def test_target_plain_forms():
 
 def test_target_with_datatype(freed):
     origin = as_buffer(np.arange(10.0), writable=False)
-    start, blocks, dtype, size = target_blocks((2, 20, MPI.INT), origin, 4)
+    ints = as_buffer(np.arange(20, dtype=np.int32), writable=False)  # MPI.INT takes int32 (type matching)
+    start, blocks, dtype, size = target_blocks((2, 20, MPI.INT), ints, 4)
     assert (start, blocks.tolist(), dtype, size) == (8, [[8, 80]], np.int32, 80)
-    assert target_blocks((0, None, MPI.INT), origin, 1)[3] == 80
+    assert target_blocks((0, None, MPI.INT), ints, 1)[3] == 80
     assert target_blocks((0, 10, "f8"), origin, 1)[1].tolist() == [[0, 80]]
 
     vec = committed(MPI.DOUBLE.Create_vector(3, 2, 4))
@@ -702,9 +703,9 @@ def test_target_size_mismatch():
     with pytest.raises(DatatypeError, match="target describes 40 bytes but origin has 80 bytes"):
         target_blocks((0, 5), origin, 8)
     with pytest.raises(DatatypeError, match="target describes 44 bytes but origin has 80 bytes"):
-        target_blocks((0, 11, MPI.INT), origin, 8)
+        target_blocks((0, 11, MPI.INT), as_buffer(np.arange(20, dtype=np.int32), writable=False), 8)
     with pytest.raises(DatatypeError, match="cannot infer target count"):
-        target_blocks((0, None, "c16"), as_buffer(np.arange(3.0), writable=False), 8)
+        target_blocks((0, None, "c16"), as_buffer(bytes(24), writable=False), 8)  # raw bytes: any type
 
 
 @pytest.mark.parametrize(

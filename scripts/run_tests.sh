@@ -38,6 +38,8 @@ step() {
 }
 # Lint (the configuration is pyproject.toml's [tool.ruff]).
 step lint ruff check .
+# The documentation site, warnings as errors (docs/contributing.md).
+step docs python -m sphinx -W --keep-going -q -b html docs "$logs/docs-html"
 step single "$PYTEST" -q -p no:cacheprovider tests --ignore=tests/mpi
 step mpi-2 "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi
 step mpi-3 "$MPIEXEC" -n 3 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi

@@ -508,6 +508,7 @@ class Win(_engine.WinBase):
 
     @classmethod
     def Create_errhandler(cls, errhandler_fn):
+        """Create an error handler for windows: unsupported (errors raise exceptions)."""
         raise UnsupportedError("Create_errhandler: errors are Python exceptions (HixlError); catch them instead")
 
 

@@ -2,7 +2,8 @@
 
 Read here and nowhere else: the Python layer's own settings, and the
 engine's, which every ``Engine`` gets as ``Initialize`` options when it
-starts (``engine_options``). README, "Settings", lists the same table.
+starts (``engine_options``). The docs' settings page (docs/guide/settings.md) is
+made from ``SETTINGS`` when the docs are built.
 """
 import os
 

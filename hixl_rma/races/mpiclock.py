@@ -16,24 +16,62 @@ the clocks, never the program's messages:
   others): more order than MPI promises, so it can hide a race, never
   invent one.
 
-Not carried: nonblocking receives completed by the list forms of
-``MPI.Request`` (Waitall ...), persistent and partitioned
-communication, one-sided MPI.Win of mpi4py itself, intercommunicators.
+A receive that finds no clock (its sender used a communicator the
+detector does not see: one taken before it started, or a plain object
+over the same handle) waits for one a bounded time, then goes on without
+(debug log ``hixl_rma.races``); a channel (shadow, source, tag) that
+missed once does not wait again. A wrapped sender posts its clock before
+its message, so a receive that has its message finds its clock queued.
+A receive takes every clock queued on its channel: one left behind by a
+receive the detector did not see is older than its own, and one sender's
+clocks only grow, so the merge is never less than the truth (it may be
+more: a clock of a message not yet received; that may hide a race, never
+invent one). The clocks taken ahead are a credit the next receives on the
+channel use instead of waiting.
+
+Nonblocking and persistent receives (Irecv, irecv, Recv_init,
+Isendrecv[_replace]) return requests whose Wait/Test (and the list forms
+called through their own class) take the clock; persistent sends
+(Send_init ...) give it at Start/Startall of their class. A communicator
+freed by the program (Free, free, Disconnect) frees its shadow.
+
+Not carried: receives completed by ``MPI.Request.Waitall`` and the other
+list forms called through mpi4py's own classes (their clocks are taken
+by the channel's next receive), matched receives (Mprobe/Mrecv),
+partitioned communication, one-sided MPI.Win of mpi4py itself,
+intercommunicators.
 """
+import logging
+import time
+
 from mpi4py import MPI
 import numpy as np
 
 _P2P_SEND = ("Send", "Ssend", "Bsend", "Rsend", "send", "ssend", "bsend", "Isend", "Issend", "Ibsend", "Irsend",
              "isend", "issend", "ibsend")
+_PERSISTENT_SEND = ("Send_init", "Ssend_init", "Bsend_init", "Rsend_init")
 _COLLECTIVES = ("Bcast", "bcast", "Allreduce", "allreduce", "Reduce", "reduce", "Gather", "gather", "Gatherv",
                 "Allgather", "allgather", "Allgatherv", "Scatter", "scatter", "Scatterv", "Alltoall", "alltoall",
                 "Alltoallv", "Scan", "scan", "Exscan", "exscan", "Reduce_scatter", "Reduce_scatter_block")
 _MAKERS = ("Dup", "Split", "Create", "Clone", "Split_type", "Create_group")
 
+#: how long a receive waits for a clock its message came without (seconds):
+#: a wrapped sender's clock is queued before its message, so only a sender
+#: the detector does not see makes a receive wait this long, once per channel
+CLOCK_WAIT_S = 1.0
+
+_log = logging.getLogger("hixl_rma.races")
+
+
+class _Shadow(MPI.Intracomm):
+    """A shadow communicator, with what its receives learned per channel:
+    ``chan[(source, tag)] = [credit, missed]``."""
+
 
 def make_class(det):
     """A ClockComm class bound to detector ``det``."""
     base = MPI.Intracomm
+    ANY_SOURCE, ANY_TAG = MPI.ANY_SOURCE, MPI.ANY_TAG
 
     class ClockComm(base):
         """An mpi4py intracommunicator whose calls carry the race detector's clocks."""
@@ -53,61 +91,319 @@ def make_class(det):
 
         barrier = Barrier
 
-        def Recv(self, buf, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=None):
+        def Recv(self, buf, source=ANY_SOURCE, tag=ANY_TAG, status=None):
             if self._shadow() is None:
                 return base.Recv(self, buf, source, tag, status)
             st = status if status is not None else MPI.Status()
             base.Recv(self, buf, source, tag, st)
-            _take(self, st)
+            _take(self._shadow(), st)
 
-        def recv(self, buf=None, source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=None):
+        def recv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG, status=None):
             if self._shadow() is None:
                 return base.recv(self, buf, source, tag, status)
             st = status if status is not None else MPI.Status()
             obj = base.recv(self, buf, source, tag, st)
-            _take(self, st)
+            _take(self._shadow(), st)
             return obj
 
-        def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=MPI.ANY_SOURCE, recvtag=MPI.ANY_TAG,
+        def Sendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG,
                      status=None):
             if self._shadow() is None:
                 return base.Sendrecv(self, sendbuf, dest, sendtag, recvbuf, source, recvtag, status)
-            _give(self, dest, sendtag)
+            _give(self._shadow(), dest, sendtag)
             st = status if status is not None else MPI.Status()
             base.Sendrecv(self, sendbuf, dest, sendtag, recvbuf, source, recvtag, st)
-            _take(self, st)
+            _take(self._shadow(), st)
 
-        def sendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=MPI.ANY_SOURCE, recvtag=MPI.ANY_TAG,
+        def sendrecv(self, sendobj, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG,
                      status=None):
             if self._shadow() is None:
                 return base.sendrecv(self, sendobj, dest, sendtag, recvbuf, source, recvtag, status)
-            _give(self, dest, sendtag)
+            _give(self._shadow(), dest, sendtag)
             st = status if status is not None else MPI.Status()
             obj = base.sendrecv(self, sendobj, dest, sendtag, recvbuf, source, recvtag, st)
-            _take(self, st)
+            _take(self._shadow(), st)
             return obj
 
-    def _give(comm, dest, tag):
+        def Sendrecv_replace(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG, status=None):
+            if self._shadow() is None:
+                return base.Sendrecv_replace(self, buf, dest, sendtag, source, recvtag, status)
+            _give(self._shadow(), dest, sendtag)
+            st = status if status is not None else MPI.Status()
+            base.Sendrecv_replace(self, buf, dest, sendtag, source, recvtag, st)
+            _take(self._shadow(), st)
+
+        def Isendrecv(self, sendbuf, dest, sendtag=0, recvbuf=None, source=ANY_SOURCE, recvtag=ANY_TAG):
+            if self._shadow() is None:
+                return base.Isendrecv(self, sendbuf, dest, sendtag, recvbuf, source, recvtag)
+            _give(self._shadow(), dest, sendtag)
+            req = base.Isendrecv(self, sendbuf, dest, sendtag, recvbuf, source, recvtag)
+            return _receiving(ClockRequest(req), self, source, recvtag, once=True)
+
+        def Isendrecv_replace(self, buf, dest, sendtag=0, source=ANY_SOURCE, recvtag=ANY_TAG):
+            if self._shadow() is None:
+                return base.Isendrecv_replace(self, buf, dest, sendtag, source, recvtag)
+            _give(self._shadow(), dest, sendtag)
+            req = base.Isendrecv_replace(self, buf, dest, sendtag, source, recvtag)
+            return _receiving(ClockRequest(req), self, source, recvtag, once=True)
+
+        def Irecv(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
+            req = base.Irecv(self, buf, source, tag)
+            return req if self._shadow() is None else _receiving(ClockRequest(req), self)
+
+        def irecv(self, buf=None, source=ANY_SOURCE, tag=ANY_TAG):
+            req = base.irecv(self, buf, source, tag)
+            return req if self._shadow() is None else _receiving(ClockRequest(req), self)
+
+        def Recv_init(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
+            req = base.Recv_init(self, buf, source, tag)
+            return req if self._shadow() is None else _receiving(ClockPrequest(req), self)
+
+        # The program frees the communicator: its shadow goes with it (both
+        # collective, in the same order on every rank), unless the call left
+        # the communicator as it was (free() of a predefined one, an error).
+        def Free(self):
+            sh = self._shadow()
+            base.Free(self)
+            _gone(self, sh)
+
+        def free(self):
+            sh = self._shadow()
+            base.free(self)
+            _gone(self, sh)
+
+        def Disconnect(self):
+            sh = self._shadow()
+            base.Disconnect(self)
+            _gone(self, sh)
+
+    def _gone(comm, sh):
+        if sh is not None and comm == MPI.COMM_NULL:
+            comm.__dict__.pop("_race_shadow", None)
+            _free_shadow(sh)
+
+    def _free_shadow(sh):
+        if sh == MPI.COMM_NULL:
+            return
+        # clocks no receive took (receives the detector did not see): taken
+        # off MPI's queue, not left to a freed context
+        while True:
+            m = sh.Improbe(ANY_SOURCE, ANY_TAG)
+            if m is None:
+                break
+            m.Recv(np.empty(det.width, np.int64))
+        base.Free(sh)
+
+    class _Completes:
+        """Completing the request (Wait, Test, wait, test, and the list forms
+        called through this class) takes the clock of what it received."""
+
+        def _race_done(self, st):
+            d = self.__dict__
+            comm = d.get("_race_comm")
+            if comm is None or st.Is_cancelled():
+                return
+            sh = comm._shadow()
+            if sh is None:
+                return
+            if d["_race_once"]:
+                # Isendrecv: MPICH's status of it names neither source nor tag
+                d["_race_comm"] = None
+                src, tag = d["_race_from"]
+                _take(sh, st, src, tag)
+            else:
+                _take(sh, st)
+
+        def Wait(self, status=None):
+            st = status if status is not None else MPI.Status()
+            MPI.Request.Wait(self, st)
+            self._race_done(st)
+            return True
+
+        def Test(self, status=None):
+            st = status if status is not None else MPI.Status()
+            flag = MPI.Request.Test(self, st)
+            if flag:
+                self._race_done(st)
+            return flag
+
+        def wait(self, status=None):
+            st = status if status is not None else MPI.Status()
+            obj = MPI.Request.wait(self, st)
+            self._race_done(st)
+            return obj
+
+        def test(self, status=None):
+            st = status if status is not None else MPI.Status()
+            flag, obj = MPI.Request.test(self, st)
+            if flag:
+                self._race_done(st)
+            return flag, obj
+
+        @classmethod
+        def Waitall(cls, requests, statuses=None):
+            sts = statuses if statuses is not None else []
+            MPI.Request.Waitall(requests, sts)
+            _done_all(requests, sts)
+            return True
+
+        @classmethod
+        def Testall(cls, requests, statuses=None):
+            sts = statuses if statuses is not None else []
+            flag = MPI.Request.Testall(requests, sts)
+            if flag:
+                _done_all(requests, sts)
+            return flag
+
+        @classmethod
+        def waitall(cls, requests, statuses=None):
+            sts = statuses if statuses is not None else []
+            objs = MPI.Request.waitall(requests, sts)
+            _done_all(requests, sts)
+            return objs
+
+        @classmethod
+        def testall(cls, requests, statuses=None):
+            sts = statuses if statuses is not None else []
+            flag, objs = MPI.Request.testall(requests, sts)
+            if flag:
+                _done_all(requests, sts)
+            return flag, objs
+
+        @classmethod
+        def Waitany(cls, requests, status=None):
+            st = status if status is not None else MPI.Status()
+            i = MPI.Request.Waitany(requests, st)
+            if i != MPI.UNDEFINED and isinstance(requests[i], _Completes):
+                requests[i]._race_done(st)
+            return i
+
+        @classmethod
+        def Testany(cls, requests, status=None):
+            st = status if status is not None else MPI.Status()
+            i, flag = MPI.Request.Testany(requests, st)
+            if flag and i != MPI.UNDEFINED and isinstance(requests[i], _Completes):
+                requests[i]._race_done(st)
+            return i, flag
+
+    def _done_all(requests, statuses):
+        for r, st in zip(requests, statuses):
+            if isinstance(r, _Completes):
+                r._race_done(st)
+
+    class ClockRequest(_Completes, MPI.Request):
+        """A nonblocking receive's request (Irecv, irecv, Isendrecv): its
+        completion takes the sender's clock."""
+
+    class ClockPrequest(_Completes, MPI.Prequest):
+        """A persistent request: a send's Start gives the clock first, a
+        receive's completion takes it."""
+
+        def Start(self):
+            _start(self)
+            MPI.Prequest.Start(self)
+
+        @classmethod
+        def Startall(cls, requests):
+            for r in requests:
+                if isinstance(r, ClockPrequest):
+                    _start(r)
+            MPI.Prequest.Startall(requests)
+
+    def _start(req):
+        to = req.__dict__.get("_race_to")
+        if to is not None:
+            comm, dest, tag = to
+            sh = comm._shadow()
+            if sh is not None:
+                _give(sh, dest, tag)
+
+    def _receiving(req, comm, source=ANY_SOURCE, tag=ANY_TAG, once=False):
+        req._race_comm, req._race_from, req._race_once = comm, (source, tag), once
+        return req
+
+    def persistent_sender(name):
+        fn = getattr(base, name)
+
+        def send_init(self, buf, dest, tag=0):
+            req = fn(self, buf, dest, tag)
+            if self._shadow() is None:
+                return req
+            req = ClockPrequest(req)
+            req._race_to = (self, dest, tag)
+            req._race_comm = None  # a send: its completion takes nothing
+            return req
+
+        send_init.__name__ = name
+        return send_init
+
+    def _give(sh, dest, tag):
         c = det.release()
         if dest != MPI.PROC_NULL:
-            _pending.append((comm._shadow().Isend(c, dest, tag), c))
+            _pending.append((sh.Isend(c, dest, tag), c))
             if len(_pending) > 64:
                 _pending[:] = [(r, b) for r, b in _pending if not r.Test()]
 
-    def _take(comm, st):
-        src = st.Get_source()
-        if src == MPI.PROC_NULL or src < 0:
+    def _drain(sh, src, tag):
+        got = []
+        while True:
+            m = sh.Improbe(src, tag)
+            if m is None:
+                return got
+            c = np.empty(det.width, np.int64)
+            m.Recv(c)
+            got.append(c)
+
+    def _take(sh, st, src=ANY_SOURCE, tag=ANY_TAG):
+        """Take the clock(s) of channel (source, tag) of shadow ``sh`` for a
+        message received with status ``st`` (wildcards: as ``st`` names them)."""
+        if src == ANY_SOURCE:
+            src = st.Get_source()
+        if tag == ANY_TAG:
+            tag = st.Get_tag()
+        if src < 0:  # PROC_NULL, or an empty status (nothing was received)
             return
-        c = np.empty(det.width, np.int64)
-        comm._shadow().Recv(c, src, st.Get_tag())
-        det.acquire(c)
+        got = _drain(sh, src, tag)
+        ch = sh.chan.get((src, tag))
+        if not got:
+            if ch is not None and ch[0] > 0:
+                ch[0] -= 1  # this message's clock came with an earlier receive's
+                return
+            if ch is None or not ch[1]:
+                got = _await(sh, src, tag)
+            if not got:
+                if ch is None:
+                    ch = sh.chan[(src, tag)] = [0, False]
+                if not ch[1]:
+                    ch[1] = True
+                    _log.debug("rank %d: a message from rank %d with tag %d came without a clock (its sender used "
+                               "a communicator the race detector does not see); its order is not carried",
+                               det.rank, src, tag)
+                return
+        if len(got) > 1:
+            if ch is None:
+                ch = sh.chan[(src, tag)] = [0, False]
+            ch[0] += len(got) - 1
+        det.acquire(*got)
+
+    def _await(sh, src, tag):
+        end = time.monotonic() + CLOCK_WAIT_S
+        pause = 5e-5
+        while time.monotonic() < end:
+            time.sleep(pause)
+            pause = min(2 * pause, 0.01)
+            got = _drain(sh, src, tag)
+            if got:
+                return got
+        return []
 
     def sender(name):
         fn = getattr(base, name)
 
         def send(self, buf, dest, tag=0, *args, **kwargs):
-            if self._shadow() is not None:
-                _give(self, dest, tag)
+            sh = self._shadow()
+            if sh is not None:
+                _give(sh, dest, tag)
             return fn(self, buf, dest, tag, *args, **kwargs)
 
         send.__name__ = name
@@ -142,6 +438,9 @@ def make_class(det):
     for name in _P2P_SEND:
         if hasattr(base, name):
             setattr(ClockComm, name, sender(name))
+    for name in _PERSISTENT_SEND:
+        if hasattr(base, name):
+            setattr(ClockComm, name, persistent_sender(name))
     for name in _COLLECTIVES:
         if hasattr(base, name):
             setattr(ClockComm, name, collective(name))
@@ -150,6 +449,18 @@ def make_class(det):
             setattr(ClockComm, name, maker(name))
     _pending = []
     _plain = {}  # id -> (plain communicator, its shadow)
+
+    def _new_shadow(comm):
+        sh = _Shadow(base.Dup(comm))
+        sh.chan = {}
+        return sh
+
+    def _sweep_plain():
+        # a plain communicator the program freed (by this object): its shadow too
+        for key, (comm, sh) in list(_plain.items()):
+            if comm == MPI.COMM_NULL:
+                del _plain[key]
+                _free_shadow(sh)
 
     def wrap(comm):
         """``comm`` as a ClockComm (collective: its shadow is a Dup)."""
@@ -160,10 +471,11 @@ def make_class(det):
             sh = comm.__dict__.get("_race_shadow")
         else:
             # a plain communicator (the HIXL face's Fence): its shadow once, the object kept
+            _sweep_plain()
             held = _plain.get(id(comm))
             sh = held[1] if held is not None and held[0] is comm else None
         if sh is None:
-            sh = base.Dup(comm)
+            sh = _new_shadow(comm)
             if not isinstance(comm, ClockComm):
                 _plain[id(comm)] = (comm, sh)
         cc._race_shadow = sh
@@ -174,11 +486,10 @@ def make_class(det):
         if isinstance(comm, ClockComm):
             sh = comm.__dict__.get("_race_shadow")
             if sh is None:
-                sh = comm._race_shadow = base.Dup(comm)
+                sh = comm._race_shadow = _new_shadow(comm)
             return sh
         return wrap(comm).__dict__["_race_shadow"]
 
     ClockComm.wrap = staticmethod(wrap)
     ClockComm.shadow_of = staticmethod(shadow_of)
     return ClockComm
-

@@ -150,6 +150,27 @@ Status ControlPlane::Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &re
   return SUCCESS;
 }
 
+Status ControlPlane::WithdrawLater(MemHandle handle) {
+  if (!started()) return Fail(FAILED, "DeregisterMem: engine is not initialized");
+  Status st = registry_.Adopt(handle);
+  if (st != SUCCESS) return st;
+  loop_.Wake();  // the acks may all be in already: a round looks
+  return SUCCESS;
+}
+
+void ControlPlane::FinishWithdrawnLater() {
+  // Each ack, and each client that goes, is an event on its socket: the
+  // round after it finds the withdrawals that became complete.
+  for (auto &w : registry_.Adopted()) {
+    size_t missing = 0;
+    if (!acceptor_.WaitAcks(*w.second, Clock::now(), missing)) continue;
+    std::unique_ptr<LocalRegion> region;
+    if (registry_.FinishWithdraw(w.first, region) != SUCCESS) continue;
+    acceptor_.ForgetAcks(*w.second);
+    region.reset();  // unmapped here, no lock held
+  }
+}
+
 // ------------------------------------------------------------ connections
 
 Status ControlPlane::Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id) {
@@ -179,6 +200,7 @@ void ControlPlane::OnEvent(uint64_t id, uint32_t events) {
 void ControlPlane::OnRound() {
   connector_.RunPendingCloses();
   acceptor_.DropStrangers();
+  if (registry_.adopted()) FinishWithdrawnLater();
 }
 
 // ---------------------------------------------------------------- notifies

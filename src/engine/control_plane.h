@@ -27,7 +27,8 @@
 // control sockets and hands each event to this plane (OnEvent), which
 // passes it to the part whose socket it is; notifies reach the inbox from
 // inside worker progress; after each round (OnRound) the connector closes
-// the sockets of peers torn down and the acceptor drops strangers.
+// the sockets of peers torn down, the acceptor drops strangers, and the
+// withdrawals left to the engine (WithdrawLater) whose acks are in end.
 #ifndef HIXL_ENGINE_CONTROL_PLANE_H
 #define HIXL_ENGINE_CONTROL_PLANE_H
 
@@ -84,6 +85,12 @@ class ControlPlane : private EventLoop::Handler {
    * for the remaining acks again.
    */
   Status Withdraw(MemHandle handle, std::unique_ptr<LocalRegion> &region);
+  /**
+   * @brief After a Withdraw of `handle` timed out, and instead of another:
+   *        the progress thread unmaps the region once its acks are in (a
+   *        client that goes counts), Stop at the latest.
+   */
+  Status WithdrawLater(MemHandle handle);
 
   /** @brief Handshake with `remote` and connect; a non-empty `expected_id` must be the id it proves. */
   Status Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id = std::string());
@@ -118,6 +125,7 @@ class ControlPlane : private EventLoop::Handler {
   void OnEvent(uint64_t id, uint32_t events) override;
   void OnRound() override;
   void PrepareEndpointConfig();
+  void FinishWithdrawnLater();
 
   const Options &options_;
   std::shared_ptr<Worker> worker_;

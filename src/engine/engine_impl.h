@@ -65,6 +65,7 @@ class HixlImpl {
   Status DeregisterMem(MemHandle handle);
   Status WithdrawMem(MemHandle handle, void *&keep);
   static void ReleaseWithdrawn(void *keep);
+  Status FinishWithdrawLater(MemHandle handle) { return control_.WithdrawLater(handle); }
   Status Connect(const std::string &remote, int32_t timeout_ms, const std::string &expected_id = std::string()) {
     return control_.Connect(remote, timeout_ms, expected_id);
   }

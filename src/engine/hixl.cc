@@ -169,6 +169,8 @@ Status WithdrawMem(Hixl &e, MemHandle handle, void *&keep) { HIXL_EXT_FORWARD(e,
 
 void ReleaseWithdrawn(void *keep) { HixlImpl::ReleaseWithdrawn(keep); }
 
+Status FinishWithdrawLater(Hixl &e, MemHandle handle) { HIXL_EXT_FORWARD(e, FinishWithdrawLater(handle)); }
+
 Status ConnectTo(Hixl &e, const AscendString &remote, const AscendString &expected_id, int32_t timeout_in_millis) {
   hixl::engine::ClearError();
   HixlImpl &impl = *ImplOf(e);

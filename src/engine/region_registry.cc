@@ -80,8 +80,28 @@ Status RegionRegistry::FinishWithdraw(MemHandle handle, std::unique_ptr<LocalReg
   auto done = withdrawing_.find(handle);
   if (done == withdrawing_.end()) return Fail(PARAM_INVALID, "DeregisterMem: handle withdrawn meanwhile");
   region = std::move(done->second.region);
+  if (done->second.adopted) adopted_.fetch_sub(1, std::memory_order_release);
   withdrawing_.erase(done);
   return SUCCESS;
+}
+
+Status RegionRegistry::Adopt(MemHandle handle) {
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = withdrawing_.find(handle);
+  if (it == withdrawing_.end()) return Fail(PARAM_INVALID, "DeregisterMem: the handle is not being withdrawn");
+  if (!it->second.adopted) {
+    it->second.adopted = true;
+    adopted_.fetch_add(1, std::memory_order_release);
+  }
+  return SUCCESS;
+}
+
+std::vector<std::pair<MemHandle, std::shared_ptr<AckWait>>> RegionRegistry::Adopted() {
+  std::lock_guard<std::mutex> lk(mu_);
+  std::vector<std::pair<MemHandle, std::shared_ptr<AckWait>>> out;
+  for (auto &kv : withdrawing_)
+    if (kv.second.adopted) out.emplace_back(kv.first, kv.second.wait);
+  return out;
 }
 
 std::string RegionRegistry::EncodeTable() {
@@ -109,6 +129,7 @@ void RegionRegistry::Clear() {
   std::lock_guard<std::mutex> lk(mu_);
   regions_.clear();
   withdrawing_.clear();
+  adopted_.store(0, std::memory_order_release);
 }
 
 }  // namespace engine

@@ -12,16 +12,21 @@
 // Withdrawal is the control plane's sequence: BeginWithdraw (here: out of
 // the table), the invalidation sent to every client and its acks collected
 // (the acceptor's, through the AckWait kept here with the region), then
-// FinishWithdraw (here: the region handed over to be unmapped).
+// FinishWithdraw (here: the region handed over to be unmapped). A caller
+// that gives up after a timeout may Adopt the withdrawal instead of asking
+// again: the control plane then finishes it once the acks are in.
 #ifndef HIXL_ENGINE_REGION_REGISTRY_H
 #define HIXL_ENGINE_REGION_REGISTRY_H
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hixl/hixl_types.h"
 #include "ucx_raii.h"
@@ -65,6 +70,13 @@ class RegionRegistry {
   Status BeginWithdraw(MemHandle handle, std::shared_ptr<AckWait> &wait, uint64_t &region_id, bool &started);
   /** @brief Hand over a region whose withdrawal completed; PARAM_INVALID if another call took it meanwhile. */
   Status FinishWithdraw(MemHandle handle, std::unique_ptr<LocalRegion> &region);
+  /** @brief Mark a region being withdrawn as the engine's to finish (no caller asks again); PARAM_INVALID if
+   *         it is not being withdrawn. */
+  Status Adopt(MemHandle handle);
+  /** @brief Whether any withdrawal is the engine's to finish (no lock: the progress thread asks every round). */
+  bool adopted() const { return adopted_.load(std::memory_order_acquire) > 0; }
+  /** @brief The withdrawals that are the engine's to finish, with their waits. */
+  std::vector<std::pair<MemHandle, std::shared_ptr<AckWait>>> Adopted();
 
   /** @brief The table as peers read it: {count, then per region id, addr, len, type, allocated, packed rkey}. */
   std::string EncodeTable();
@@ -78,6 +90,7 @@ class RegionRegistry {
   struct Withdrawing {
     std::unique_ptr<LocalRegion> region;
     std::shared_ptr<AckWait> wait;
+    bool adopted = false;  ///< the engine finishes it (Adopt)
   };
   MemHandle Add(std::unique_ptr<LocalRegion> region);
 
@@ -85,6 +98,7 @@ class RegionRegistry {
   std::map<MemHandle, std::unique_ptr<LocalRegion>> regions_;
   std::map<MemHandle, Withdrawing> withdrawing_;
   uint64_t next_id_ = 1;
+  std::atomic<size_t> adopted_{0};  ///< withdrawing_ entries adopted (read without mu_)
 };
 
 }  // namespace engine

@@ -2,12 +2,18 @@
 // this process, each with its own UCX worker and progress thread): the
 // handshake's refusals and what a peer proves, an invalidation acknowledged
 // only once the client dropped the region, a client that is gone needing no
-// ack, and a bulk lane bound to the engine id the first connection proved.
+// ack, a withdrawal left to the engine after a timeout ending once the late
+// ack comes or the client goes, and a bulk lane bound to the engine id the
+// first connection proved.
 #include <doctest/doctest.h>
+
+#include <sys/socket.h>
 
 #include <chrono>
 #include <memory>
+#include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "control_plane.h"
@@ -70,6 +76,60 @@ TEST_CASE("invalidation: a client that is gone is not waited for") {
   std::unique_ptr<LocalRegion> region;
   CHECK(b.cp.Withdraw(h, region) == SUCCESS);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(4000));  // not the 5 s timeout
+}
+
+namespace {
+
+uint64_t Regions(ControlPlane &cp) {
+  ext::Stats s{};
+  cp.AddStats(s);
+  return s.regions;
+}
+
+}  // namespace
+
+TEST_CASE("invalidation: a withdrawal left to the engine after a timeout ends when the late ack comes") {
+  Plane a("rank 0"), b("rank 1", kTestKey, 300);
+  std::vector<char> mem(1 << 16);
+  MemDesc desc{reinterpret_cast<uintptr_t>(mem.data()), mem.size()};
+  MemHandle h = nullptr;
+  REQUIRE(b.cp.RegisterMem(desc, MEM_HOST, h) == SUCCESS);
+  REQUIRE(a.cp.Connect(b.address(), 5000) == SUCCESS);
+  PeerPtr peer = a.cp.Find(b.address());
+  REQUIRE(Holds(peer, desc.addr));
+  CHECK(b.cp.WithdrawLater(h) == PARAM_INVALID);  // not being withdrawn
+  {
+    // a's progress thread cannot take the region out of its table, so cannot ack.
+    std::shared_lock<std::shared_mutex> stall(peer->table_mu);
+    std::unique_ptr<LocalRegion> region;
+    REQUIRE(b.cp.Withdraw(h, region) == TIMEOUT);
+    CHECK_FALSE(static_cast<bool>(region));
+    REQUIRE(b.cp.WithdrawLater(h) == SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    CHECK(Regions(b.cp) == 1);  // still mapped: a may still use it
+  }
+  CHECK(Eventually([&] { return Regions(b.cp) == 0; }));
+  CHECK_FALSE(Holds(peer, desc.addr));
+  std::unique_ptr<LocalRegion> again;
+  CHECK(b.cp.Withdraw(h, again) == PARAM_INVALID);  // the engine's, and done
+}
+
+TEST_CASE("invalidation: a withdrawal left to the engine after a timeout ends when the client goes") {
+  Plane a("rank 0"), b("rank 1", kTestKey, 300);
+  std::vector<char> mem(1 << 16);
+  MemDesc desc{reinterpret_cast<uintptr_t>(mem.data()), mem.size()};
+  MemHandle h = nullptr;
+  REQUIRE(b.cp.RegisterMem(desc, MEM_HOST, h) == SUCCESS);
+  REQUIRE(a.cp.Connect(b.address(), 5000) == SUCCESS);
+  PeerPtr peer = a.cp.Find(b.address());
+  REQUIRE(Holds(peer, desc.addr));
+  std::shared_lock<std::shared_mutex> stall(peer->table_mu);
+  std::unique_ptr<LocalRegion> region;
+  REQUIRE(b.cp.Withdraw(h, region) == TIMEOUT);
+  REQUIRE(b.cp.WithdrawLater(h) == SUCCESS);
+  CHECK(Regions(b.cp) == 1);
+  ::shutdown(peer->fd.get(), SHUT_RDWR);  // as if a died: b sees its control connection end
+  CHECK(Eventually([&] { return Regions(b.cp) == 0; }));
 }
 
 TEST_CASE("a bulk lane is a second connection to the same engine, or none") {

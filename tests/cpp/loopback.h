@@ -31,10 +31,10 @@ struct Plane {
   Options options;
   Copier copier;
   ControlPlane cp{options, copier};
-  explicit Plane(const std::string &id, const std::string &key = kTestKey) {
+  explicit Plane(const std::string &id, const std::string &key = kTestKey, int32_t timeout_ms = 5000) {
     options.auth_key = key;
     options.engine_id = id;
-    options.timeout_ms = 5000;
+    options.timeout_ms = timeout_ms;
     HostPort hp;
     REQUIRE(ParseHostPort("127.0.0.1:0", hp));
     REQUIRE(cp.Start(hp) == SUCCESS);

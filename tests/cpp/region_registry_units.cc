@@ -105,6 +105,38 @@ TEST_CASE("registry: a withdrawn region leaves the table at once, is handed over
   CHECK(static_cast<LocalRegion *>(hd)->id > id_c);  // not reused after Clear either
 }
 
+TEST_CASE("registry: a withdrawal adopted by the engine is listed until it is handed over") {
+  auto ctx = std::make_shared<Context>();
+  RegionRegistry reg;
+  std::vector<char> a(1 << 12), b(1 << 12);
+  MemHandle ha = nullptr, hb = nullptr;
+  REQUIRE(reg.Register(ctx, Desc(a), MEM_HOST, ha) == SUCCESS);
+  REQUIRE(reg.Register(ctx, Desc(b), MEM_HOST, hb) == SUCCESS);
+  CHECK(reg.Adopt(ha) == PARAM_INVALID);  // in the table: nothing to finish
+  CHECK_FALSE(reg.adopted());
+  auto wait = std::make_shared<AckWait>();
+  uint64_t region_id = 0;
+  bool started = false;
+  REQUIRE(reg.BeginWithdraw(ha, wait, region_id, started) == SUCCESS);
+  auto other = std::make_shared<AckWait>();
+  REQUIRE(reg.BeginWithdraw(hb, other, region_id, started) == SUCCESS);
+  REQUIRE(reg.Adopt(ha) == SUCCESS);
+  REQUIRE(reg.Adopt(ha) == SUCCESS);  // twice is once
+  CHECK(reg.adopted());
+  auto adopted = reg.Adopted();
+  REQUIRE(adopted.size() == 1);  // hb's caller still asks for itself
+  CHECK(adopted[0].first == ha);
+  CHECK(adopted[0].second.get() == wait.get());
+  std::unique_ptr<LocalRegion> region;
+  REQUIRE(reg.FinishWithdraw(ha, region) == SUCCESS);
+  CHECK_FALSE(reg.adopted());
+  CHECK(reg.Adopted().empty());
+  CHECK(reg.count() == 1);
+  REQUIRE(reg.Adopt(hb) == SUCCESS);
+  reg.Clear();
+  CHECK_FALSE(reg.adopted());
+}
+
 TEST_CASE("registry: Register and Alloc check their arguments; allocated memory is marked mappable") {
   auto ctx = std::make_shared<Context>();
   RegionRegistry reg;

@@ -26,6 +26,15 @@ HIXL_EXT_CALL(Status, WithdrawMem, (Hixl &engine, MemHandle handle, void *&keep)
 HIXL_EXT_CALL(void, ReleaseWithdrawn, (void *keep), )
 
 /**
+ * @brief After a DeregisterMem of `handle` timed out (a client did not
+ *        acknowledge): leave the rest to the engine, which unmaps the region
+ *        itself once every client it waits for acknowledged or is gone (at
+ *        Finalize at the latest). The handle is not to be used again.
+ *        PARAM_INVALID when `handle` is not being withdrawn.
+ */
+HIXL_EXT_CALL(Status, FinishWithdrawLater, (Hixl &engine, MemHandle handle), UNSUPPORTED)
+
+/**
  * @brief Connect, as Hixl::Connect, to the engine whose id (option EngineId)
  *        is `expected_id`: an engine there that proves the job token under
  *        another id is refused (FAILED, naming both ids) before it is sent

@@ -176,6 +176,25 @@ def check() -> str:
     return buf.value.decode(errors="replace")
 
 
+class _Stats(ctypes.Structure):
+    # hixl::ext::Stats (src/include/hixl/hixl_ext_types.h)
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "bytes_written", "bytes_read", "transfer_ops", "direct_ops", "atomic_ops", "notifies_sent",
+        "notifies_received", "table_refreshes", "regions", "endpoints", "accepted", "vectored_ops",
+        "vectored_calls")] + [("reserved", ctypes.c_uint8 * 48)]
+
+
+def engine_stats(agent_name: str) -> dict:
+    """The counters of the engine under the HIXL_RMA backend of this
+    process's agent `agent_name` (``regions``: local regions registered or
+    still being withdrawn from peers; ``endpoints``, ``accepted``, ...)."""
+    lib = ctypes.CDLL(plugin_path())
+    stats = _Stats()
+    if lib.hixl_rma_nixl_stats(agent_name.encode(), ctypes.byref(stats)) != 0:
+        raise NixlUnavailable(f"no HIXL_RMA backend of agent {agent_name!r} in this process")
+    return {name: getattr(stats, name) for name, _ in _Stats._fields_ if name != "reserved"}
+
+
 def backend_params() -> dict:
     """HIXL_RMA's NIXL backend parameters from hixl_rma's settings
     (``HIXL_RMA_HOST``, ``HIXL_RMA_NIXL_TOKEN``, ``HIXL_RMA_TIMEOUT_MS``, and

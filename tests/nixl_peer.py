@@ -12,6 +12,12 @@ Metadata go through files in DIR (written whole, then renamed). Roles:
   connector (prep_xfer_dlist, make_prepped_xfer reposted, remove_remote_agent,
   deregister_memory...).
 * ``victim``: registers memory, publishes its metadata and waits to be killed.
+* ``hold NAME``: agent NAME registers 1 MiB, publishes its metadata and the
+  region, and stays until ``DIR/NAME.stop`` exists (a target, or an agent the
+  test stops with SIGSTOP).
+* ``reader``: agent ``p`` READs agent ``t``'s region (``DIR/t.md``,
+  ``DIR/t.regions``) and checks it holds 7s; after ``DIR/p.again`` it READs
+  once more and writes what that gave to ``DIR/p.read2``.
 """
 import hashlib
 import json
@@ -239,8 +245,48 @@ def victim(backends, d):
     time.sleep(DEADLINE)
 
 
+def hold(backends, d):
+    name = sys.argv[4]
+    agent = make(name, backends)
+    mem = np.zeros(MiB, np.uint8)
+    register(agent, [mem])
+    put(f"{d}/{name}.regions", json.dumps([mem.ctypes.data, mem.nbytes]).encode())
+    put(f"{d}/{name}.md", agent.get_agent_metadata())
+    take(f"{d}/{name}.stop")
+    print(f"{name} ok", flush=True)
+
+
+def reader(backends, d):
+    agent = make("p", backends)
+    mine = np.zeros(MiB, np.uint8)
+    register(agent, [mine])
+    put(f"{d}/p.md", agent.get_agent_metadata())
+    peer = add_peer(agent, take(f"{d}/t.md"))
+    base, size = json.loads(take(f"{d}/t.regions"))
+
+    def read():
+        try:
+            h = agent.initialize_xfer("READ", agent.get_xfer_descs([(mine.ctypes.data, size, 0)], "DRAM"),
+                                      agent.get_xfer_descs([(base, size, 0)], "DRAM"), peer)
+            state = agent.transfer(h)
+            state = wait_xfer(agent, h) if state == "PROC" else state
+            agent.release_xfer_handle(h)
+            return state
+        except Exception as exc:
+            return f"raised {type(exc).__name__}"
+
+    assert read() == "DONE" and (mine[:size] == 7).all(), np.unique(mine[:size])
+    put(f"{d}/p.read1", b"ok")
+    take(f"{d}/p.again")
+    mine[:] = 0
+    state = read()
+    put(f"{d}/p.read2", f"{state} {np.unique(mine[:size]).tolist()}".encode())
+    take(f"{d}/p.stop")
+    print("reader ok", flush=True)
+
+
 ROLES = {"target": target, "initiator": initiator, "conn-target": conn_target, "conn-initiator": conn_initiator,
-         "victim": victim}
+         "victim": victim, "hold": hold, "reader": reader}
 
 if __name__ == "__main__":
     ROLES[sys.argv[1]](sys.argv[2].split(","), sys.argv[3])

@@ -75,6 +75,10 @@ bool Covers(uintptr_t base, size_t len, uintptr_t addr, size_t n) {
   return addr >= base && n <= len && addr - base <= len - n;
 }
 
+// The started backends of this process by agent name (StatsOf, for tests).
+std::mutex g_live_mu;
+std::map<std::string, HixlRmaBackend *> g_live;
+
 }  // namespace
 
 /** A registered local region. */
@@ -114,13 +118,28 @@ struct Request : nixlBackendReqH {
 HixlRmaBackend::HixlRmaBackend(const nixlBackendInitParams *init) : nixlBackendEngine(init) {
   nixl_status_t st = Guarded("initialize", [&] { return Start(init); });
   initErr = st != NIXL_SUCCESS;
+  if (!initErr) {
+    std::lock_guard<std::mutex> lk(g_live_mu);
+    g_live[localAgent] = this;
+  }
 }
 
 HixlRmaBackend::~HixlRmaBackend() {
   try {
+    {
+      std::lock_guard<std::mutex> lk(g_live_mu);
+      auto it = g_live.find(localAgent);
+      if (it != g_live.end() && it->second == this) g_live.erase(it);
+    }
     engine_.Finalize();  // frees what the engine still runs, orphans included
   } catch (...) {
   }
+}
+
+bool HixlRmaBackend::StatsOf(const std::string &agent, hixl::ext::Stats &stats) {
+  std::lock_guard<std::mutex> lk(g_live_mu);
+  auto it = g_live.find(agent);
+  return it != g_live.end() && hixl::ext::GetStats(it->second->engine_, stats) == hixl::SUCCESS;
 }
 
 std::string HixlRmaBackend::Param(const char *key, const char *fallback) const {
@@ -279,21 +298,34 @@ nixl_status_t HixlRmaBackend::loadRemoteConnInfo(const std::string &remote_agent
 }
 
 nixl_status_t HixlRmaBackend::Reach(const std::string &agent, std::string &address) const {
-  std::lock_guard<std::mutex> one(connect_mu_);
+  std::shared_ptr<std::mutex> gate;
   std::vector<std::string> addresses;
+  auto look = [&] {  // under mu_: false for an agent without metadata; `address` "" until connected
+    address.clear();
+    auto it = peers_.find(agent);
+    if (it == peers_.end()) return false;
+    address = it->second.connected;
+    gate = it->second.connecting;
+    addresses = it->second.addresses;
+    return true;
+  };
+  auto unknown = [&] {
+    std::fprintf(stderr, "hixl_rma NIXL backend (agent %s): unknown remote agent '%s' (no metadata loaded)\n",
+                 localAgent.c_str(), agent.c_str());
+    return NIXL_ERR_NOT_FOUND;
+  };
   {
     std::lock_guard<std::mutex> lk(mu_);
-    auto it = peers_.find(agent);
-    if (it == peers_.end()) {
-      std::fprintf(stderr, "hixl_rma NIXL backend (agent %s): unknown remote agent '%s' (no metadata loaded)\n",
-                   localAgent.c_str(), agent.c_str());
-      return NIXL_ERR_NOT_FOUND;
-    }
-    if (!it->second.connected.empty()) {
-      address = it->second.connected;
-      return NIXL_SUCCESS;
-    }
-    addresses = it->second.addresses;
+    if (!look()) return unknown();
+    if (!address.empty()) return NIXL_SUCCESS;
+  }
+  // A connect may wait out the whole timeout (a peer that accepts and never
+  // answers): only callers to this agent wait for it, never those to others.
+  std::lock_guard<std::mutex> one(*gate);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!look()) return unknown();               // removed meanwhile
+    if (!address.empty()) return NIXL_SUCCESS;  // connected by the caller this one waited for
   }
   std::string tried;
   for (size_t i = 0; i < addresses.size(); ++i) {
@@ -305,10 +337,19 @@ nixl_status_t HixlRmaBackend::Reach(const std::string &agent, std::string &addre
     hixl::Status st = hixl::ext::ConnectTo(engine_, hixl::AscendString(a.c_str()),
                                            hixl::AscendString(agent.size() <= kMaxEngineId ? agent.c_str() : ""), t);
     if (st == hixl::SUCCESS || st == hixl::ALREADY_CONNECTED) {
-      std::lock_guard<std::mutex> lk(mu_);
-      peers_[agent].connected = a;
-      address = a;
-      return NIXL_SUCCESS;
+      {
+        std::lock_guard<std::mutex> lk(mu_);
+        auto it = peers_.find(agent);
+        if (it != peers_.end() && it->second.addresses == addresses) {
+          it->second.connected = a;
+          address = a;
+          return NIXL_SUCCESS;
+        }
+      }
+      // Removed, or loaded again with other addresses, while this connected.
+      (void)engine_.Disconnect(hixl::AscendString(a.c_str()), timeout_ms_);
+      tried = a + ": the agent's metadata changed while connecting";
+      break;
     }
     tried += (tried.empty() ? "" : "; ") + a + ": " + hixl::ext::LastError();
   }
@@ -445,11 +486,27 @@ nixl_status_t HixlRmaBackend::postXfer(const nixl_xfer_op_t &operation, const ni
 
 nixl_status_t HixlRmaBackend::Withdraw(LocalMD *md) const {
   hixl::Status st = engine_.DeregisterMem(md->handle);
-  std::lock_guard<std::mutex> lk(md_mu_);
-  md->gone = true;
-  withdrawn_.emplace_back(md);
-  if (st != hixl::SUCCESS) return Failed("deregisterMem " + Span(md->addr, md->len), st, "");
-  return NIXL_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lk(md_mu_);
+    md->gone = true;
+    withdrawn_.emplace_back(md);
+  }
+  if (st == hixl::SUCCESS) return NIXL_SUCCESS;
+  nixl_status_t out = Failed("deregisterMem " + Span(md->addr, md->len), st, "");
+  if (st == hixl::TIMEOUT) {
+    // NIXL has forgotten the region whatever this returns, and nobody will
+    // ask again: the engine finishes withdrawing it (the region unmapped)
+    // once the peers that did not answer do, or go.
+    hixl::Status later = hixl::ext::FinishWithdrawLater(engine_, md->handle);
+    if (later == hixl::SUCCESS)
+      std::fprintf(stderr,
+                   "hixl_rma NIXL backend (agent %s): %s is out of reach of new transfers; the engine unmaps it "
+                   "once those peers acknowledge or are gone\n",
+                   localAgent.c_str(), Span(md->addr, md->len).c_str());
+    else
+      (void)Failed("deregisterMem " + Span(md->addr, md->len) + " (left to the engine)", later, "");
+  }
+  return out;
 }
 
 void HixlRmaBackend::Claim(const std::vector<LocalMD *> &mds) const {

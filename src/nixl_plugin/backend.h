@@ -15,7 +15,10 @@
  *    notification is SendNotify after the batch completed, so the target
  *    sees it only after the data;
  *  - genNotif/getNotifs: SendNotify/GetNotifies, the sender named by its
- *    agent name.
+ *    agent name;
+ *  - deregisterMem: DeregisterMem; when a peer did not acknowledge in time,
+ *    FinishWithdrawLater (NIXL forgets the region whatever this returns, so
+ *    the engine finishes the withdrawal once that peer answers or goes).
  * No C++ exception leaves a NIXL call: every failure is a nixl_status_t,
  * with the engine's reason printed to stderr.
  */
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "hixl/hixl.h"
+#include "hixl/hixl_ext.h"
 #include "nixl_abi.h"
 
 namespace hixl_nixl {
@@ -83,10 +87,16 @@ class HixlRmaBackend : public nixlBackendEngine {
   nixl_status_t getNotifs(notif_list_t &notif_list) override;
   nixl_status_t genNotif(const std::string &remote_agent, const std::string &msg) const override;
 
+  /** For tests: the engine counters of this process's backend of agent `agent` (false: none). */
+  static bool StatsOf(const std::string &agent, hixl::ext::Stats &stats);
+
  private:
   struct Peer {
     std::vector<std::string> addresses;  ///< as its connection info lists them
     std::string connected;               ///< the one reached, "" until then
+    /// Held while connecting to it: one attempt per agent at a time, and a
+    /// caller to another agent never waits for it.
+    std::shared_ptr<std::mutex> connecting = std::make_shared<std::mutex>();
   };
   /** A request given up on (timeout, or released) while the engine still runs it. */
   struct Orphan {
@@ -112,7 +122,6 @@ class HixlRmaBackend : public nixlBackendEngine {
   mutable std::mutex mu_;  ///< peers_, orphans_
   mutable std::map<std::string, Peer> peers_;
   mutable std::vector<Orphan> orphans_;
-  mutable std::mutex connect_mu_;  ///< one connection attempt at a time
   mutable std::mutex md_mu_;       ///< LocalMD busy/doomed/gone, withdrawn_
   mutable std::vector<std::unique_ptr<LocalMD>> withdrawn_;
 };

@@ -14,6 +14,8 @@
 static_assert(hixl_nixl::HixlRmaBackend::InitErrOffset() == kNixlEngineInitErrOffset, "initErr moved");
 static_assert(hixl_nixl::HixlRmaBackend::LocalAgentOffset() == kNixlEngineLocalAgentOffset, "localAgent moved");
 static_assert(sizeof(nixlBackendEngine) == kNixlEngineSize, "nixlBackendEngine size");
+// hixl_rma.nixl.engine_stats reads it with ctypes: 13 counters, 48 reserved bytes.
+static_assert(sizeof(hixl::ext::Stats) == 13 * 8 + 48, "hixl::ext::Stats layout");
 
 namespace {
 
@@ -86,6 +88,16 @@ HIXL_NIXL_EXPORT int hixl_rma_nixl_check_vtable(const char *path, char *why, int
     std::string w = hixl_nixl::CheckVtableShape(path);
     if (why != nullptr && len > 0) std::snprintf(why, static_cast<size_t>(len), "%s", w.c_str());
     return w.empty() ? 0 : 1;
+  } catch (...) {
+    return 2;
+  }
+}
+
+/** For tests: the engine's counters (hixl::ext::Stats) of this process's HIXL_RMA backend of `agent`; 0 when found. */
+HIXL_NIXL_EXPORT int hixl_rma_nixl_stats(const char *agent, hixl::ext::Stats *out) {
+  try {
+    if (agent == nullptr || out == nullptr) return 1;
+    return hixl_nixl::HixlRmaBackend::StatsOf(agent, *out) ? 0 : 1;
   } catch (...) {
     return 2;
   }

@@ -3,7 +3,7 @@
 and the Init time of a job whose ranks talk to their ring neighbours only,
 against one where every rank talks to every rank.
 
-Run (any size; the README's figures: 6 ranks on 3 simulated hosts)::
+Run (any size; docs/performance.md's figures: 6 ranks on 3 simulated hosts)::
 
     python scripts/simhosts.py up 3
     python scripts/simhosts.py mpiexec -n 6 -- python scripts/lazy_connections.py ring

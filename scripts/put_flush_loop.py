@@ -2,8 +2,8 @@
 """A loop of Put + Flush of one size from rank 0 into rank 1's Create window,
 with hixl_rma.Win or (--mpi) mpi4py's MPI.Win, each library alone in its
 processes: the per-call figure the benchmark's ``--compare mpi`` cannot give
-where two libraries sharing a process disturb each other (README, "Many
-hosts"). Rank 0 prints the median, p10 and p90.
+where two libraries sharing a process disturb each other (docs/performance.md,
+"Across hosts"). Rank 0 prints the median, p10 and p90.
 
     mpiexec -n 2 python scripts/put_flush_loop.py [--mpi] [--size BYTES] [--iters N]
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run): lint, single-process tests,
+# The project's test command (README, .ci/run, docs/contributing.md): lint, single-process tests,
 # the multi-rank suite under mpiexec with 2 and 3 ranks, its core part again
 # over UCX_TLS=tcp, mpi4py's own RMA suites on hixl_rma.Win, the race
 # detector scored on its cases (RACES_SUITE=1 also runs the multi-rank suite
@@ -51,7 +51,7 @@ step mpi4py-suite python scripts/mpi4py_suite.py --sizes 1,2,3
 # recall >= 0.97), and the multi-rank suite passing under it (its report
 # kept in the step's JSON, not failing the step: the suite reads atomics'
 # results before a Flush, which MPI calls a race and hixl_rma allows --
-# README, "Finding races"; the leak tests measure hixl_rma's memory, which
+# docs/guide/races.md; the leak tests measure hixl_rma's memory, which
 # the detector's records would add to).
 step races-score python scripts/race_score.py --jobs 2 --check
 if [ "${RACES_SUITE:-0}" != 0 ]; then  # the audit of the suite under the detector: opt-in, for time

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README, .ci/run, docs/contributing.md): lint, single-process tests,
+# The project's test command (README, .ci/run, docs/contributing.md): lint, the docs, single-process tests,
 # the multi-rank suite under mpiexec with 2 and 3 ranks, its core part again
 # over UCX_TLS=tcp, mpi4py's own RMA suites on hixl_rma.Win, the race
 # detector scored on its cases (RACES_SUITE=1 also runs the multi-rank suite

@@ -54,16 +54,31 @@ def _overlap(a, b):
     return None
 
 
+def _unlocked(r):
+    """A load or store made under no lock of its window (Detector._unlocked):
+    done at its thread's next synchronization, or never."""
+    return r["call"] in ("load", "store") and (r["done"] is None or r["done_call"] == "synchronization")
+
+
 def _hb(a, b):
+    if a["thread"] == b["thread"] and _unlocked(a):
+        return b["snap"][a["thread"]] >= a["snap"][a["thread"]]  # its own thread: program order
     return a["done"] is not None and b["snap"][a["done_actor"]] >= a["done"]
 
 
 def _why(a, b):
     def one(x, y):
+        unlocked = x["call"] in ("load", "store") and x["done_call"] == "synchronization"
         if x["done"] is None:
+            if x["call"] in ("load", "store"):
+                return (f"rank {x['rank']}'s {x['call']} ran under no lock of the window and no later "
+                        f"synchronization of its rank orders it (a lock's or an atomic's order is chance)")
             return f"rank {x['rank']}'s {x['call']} was never completed"
-        how = f" ({x['done_call']})" if x["done_call"] else ""
+        how = f" ({x['done_call']})" if x["done_call"] and not unlocked else ""
         verb = "ran" if x["call"] in ("load", "store") else "completed"
+        if unlocked:
+            verb = ("ran under no lock of the window, so only its rank's next synchronization other than a "
+                    "lock's or an atomic's (whose order is chance) orders it: that was")
         return (f"rank {x['rank']}'s {x['call']} {verb} at event #{x['done']}{how} of its "
                 f"{_thread(x['done_actor'])}, which rank {y['rank']} had not seen when its {y['call']} ran "
                 f"(it knew that thread up to #{y['snap'][x['done_actor']]})")

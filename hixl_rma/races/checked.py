@@ -158,6 +158,10 @@ class CheckedRequest(Request):
 
 def make_class(Win, det):
     """The checked subclass of ``Win`` for detector ``det``."""
+    if getattr(det, "ClockComm", None) is not None:
+        # a program that made a window may race: its Abort reports first
+        from .report import wrap_abort
+        wrap_abort(det.ClockComm)
 
     def info_of(win):
         return det.windows[win._w.key]
@@ -286,14 +290,14 @@ def make_class(Win, det):
         ranks = [r for r in info.atomics if targets is None or info.world[r] in targets]
         for r in ranks:
             info.atomics.discard(r)
-            det.acquire(info.clocks.atomic_read(r))
+            det.acquire(info.clocks.atomic_read(r), ordered=False)
 
     def atomic_issue(win, target_rank, call):
         """Before an atomic: this rank's clock goes to the target's atomic record."""
         # a bad rank or a freed window is the window's error, not its clock window's
         if win._w.target(target_rank, call) is not None:
             det.acquire()
-            info_of(win).clocks.atomic_publish(det.release(), target_rank)
+            info_of(win).clocks.atomic_publish(det.release(ordered=False), target_rank)
 
     def guarded(fn):
         base = getattr(Win, fn.__name__)
@@ -446,7 +450,7 @@ def make_class(Win, det):
             if info.locks[rank] is None:
                 det.acquire()
             else:
-                det.acquire(info.clocks.lock_in(rank, excl))
+                det.acquire(info.clocks.lock_in(rank, excl), ordered=False)
 
         @guarded
         def Unlock(self, base, rank):
@@ -455,7 +459,7 @@ def make_class(Win, det):
                 return base(self, rank)
             info = info_of(self)
             sync(self, {world(self, rank)}, "Unlock")
-            c = det.release()
+            c = det.release(ordered=False)
             excl = info.locks.pop(rank, None)
             if excl is not None:
                 info.clocks.unlock_out(c, rank, excl)
@@ -471,14 +475,14 @@ def make_class(Win, det):
                 det.acquire()
                 return
             info.locks["all"] = False
-            det.acquire(*[info.clocks.lock_in(q, False) for q in range(len(info.world))])
+            det.acquire(*[info.clocks.lock_in(q, False) for q in range(len(info.world))], ordered=False)
 
         @guarded
         def Unlock_all(self, base):
             self._w.check_live("Unlock_all")  # a freed window says so, not its clock window
             info = info_of(self)
             sync(self, None, "Unlock_all")
-            c = det.release()
+            c = det.release(ordered=False)
             if info.locks.pop("all", None) is not None:
                 for q in range(len(info.world)):
                     info.clocks.unlock_out(c, q, False)
@@ -640,9 +644,26 @@ def make_class(Win, det):
         # make_calls takes CheckedWin's Python methods (for what C leaves to them) before they are replaced
         for name, fn in _crecord.make_calls(Win, rec, _tls, CheckedWin).items():
             setattr(CheckedWin, name, fn)
+        CheckedWin.Fence = _fence_orders(CheckedWin.Fence, det)
     # what errors and reprs call it (type(win).__name__): it is a Win
     CheckedWin.__name__ = CheckedWin.__qualname__ = Win.__name__
     return CheckedWin
+
+
+def _fence_orders(c_fence, det):
+    """The C record's Fence, which sends and takes in clocks without
+    Detector.release and acquire: a Fence orders the loads and stores made
+    under no lock (Detector._unlocked) as those do."""
+    def Fence(self, assertion=0):
+        if _tls.on:
+            return c_fence(self, assertion)
+        if det.unsync:
+            det.synced_out()
+        c_fence(self, assertion)
+        det.synced_in()
+
+    Fence.__doc__ = c_fence.__doc__
+    return Fence
 
 
 def _batch_blocks(origin_blocks, target_disps, disp_unit):

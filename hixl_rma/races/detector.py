@@ -20,7 +20,7 @@ import numpy as np
 
 from . import _ext
 from ._ext import storage
-from .clock import Clock
+from .clock import Clock, counters
 from .log import Access, Log
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,6 +30,8 @@ _BENCH = os.path.join(_PKG, "bench")
 def _own(filename):
     return filename.startswith(_PKG) and not filename.startswith(_BENCH)
 
+
+_UNSYNC_MOST = 4096  # pending loads and stores under no lock before the ones no longer kept are let go
 
 _OWN = {}  # code object -> whether it is hixl_rma's own
 
@@ -157,6 +159,13 @@ class Detector:
         self.ranges = []  # (lo, hi, WinInfo, target world rank) of memory this process can load/store
         self.mutex = threading.RLock()
         self.finished = None
+        # Loads and stores of window memory made under no lock of it (see touch): pending until
+        # their thread's next synchronization that does not depend on an order of locks or atomics
+        # (a barrier, a message, a Fence, PSCW, a notification), which completes them.
+        self.unsync = []
+        self._dsnaps = {}  # clock slot -> its clock after its last such synchronization's acquire
+        self._mixed = {}  # clock slot -> (its snapshot, its _dsnaps entry, what a load or store under no lock takes)
+        self._unsync_most = _UNSYNC_MOST
         # the C record's, where it records: a window freed; a thread started
         self.forget = lambda key: None
         self.threads_started = lambda: None
@@ -177,6 +186,7 @@ class Detector:
             parent = getattr(t, "_race_parent", None)
             # a thread started before the detector: as if started now by the main thread
             c.merge(parent if parent is not None else self._main.array())
+            self._dsnaps[c.me] = c.snap()  # what its starter knew (see _unlocked)
             self._slots[t.ident] = c
             t._race_clock = c
             self._tl.clock = c
@@ -233,23 +243,101 @@ class Detector:
             for rlo, rhi, wi, target in (self.ranges if exact else ()):
                 if rlo < hi and lo < rhi:
                     a, b = max(lo, rlo) - rlo, min(hi, rhi) - rlo
-                    self.access(wi, target, ((a, b),), "store" if store else "load", None, None, where_,
-                                pending=False)
+                    call = "store" if store else "load"
+                    if self._locked(wi, target):
+                        self.access(wi, target, ((a, b),), call, None, None, where_, pending=False)
+                    else:
+                        self._unlocked(wi, target, ((a, b),), call, where_)
+
+    @staticmethod
+    def _locked(wi, target):
+        """This process holds a lock (Lock, Lock_all) of window wi that covers target's memory."""
+        locks = getattr(wi, "locks", None)
+        if not locks:
+            return False
+        return "all" in locks or (target in wi.world and wi.world.index(target) in locks)
+
+    def _unlocked(self, wi, target, blocks, call, where_):
+        """A load or store of window memory under no lock of it. Which of
+        two lock (or atomic) holders came first is chance: an order that
+        only such a chain gives it with another rank's access is not one the
+        program has (nxtval's counter stored by its owner while the others
+        Get_accumulate it under locks was ordered in some runs, not in
+        others). So it knows of other ranks what its thread knew at its last
+        synchronization of another kind (_dsnaps), and it is pending until
+        its thread's next one (release, ordered)."""
+        clock = self.clock
+        th = clock.me
+        snap = clock.snap()
+        dsnap = self._dsnaps.get(th)
+        m = self._mixed.get(th)
+        if m is None or m[0] is not snap or m[1] is not dsnap:
+            own = counters(snap)
+            lo, hi = self.rank * self.threads, (self.rank + 1) * self.threads
+            known = counters(dsnap) if dsnap is not None else (0,) * len(own)
+            mixed = known[:lo] + own[lo:hi] + known[hi:]
+            if type(snap) is bytes:
+                mixed = np.array(mixed, np.int64).tobytes()
+            m = self._mixed[th] = (snap, dsnap, mixed)
+        key = (wi.key, target, call, None, None, where_[0], where_[1], blocks, th)
+        rec, new = self.log.add(key, m[2], lambda: Access(wi.key, target, blocks, call, None, None, self.rank, m[2],
+                                                           where_, th))
+        if new:
+            self.unsync.append(rec)
+            if len(self.unsync) > self._unsync_most:
+                self._prune_unsync()
+
+    def _prune_unsync(self):
+        """Keep of the pending loads and stores only those the log still keeps
+        (a loop's records in the middle of a site's are not reported)."""
+        kept = {id(r) for r in self.log.records()}
+        self.unsync[:] = [r for r in self.unsync if id(r) in kept]
+        self._unsync_most = max(_UNSYNC_MOST, 2 * len(self.unsync))  # not a scan per access where most are kept
+
+    def _sync_unsync(self, clock):
+        """The calling thread's loads and stores under no lock are ordered from now on."""
+        if self.unsync:
+            now, me = clock.now(), clock.me
+            keep = []
+            for r in self.unsync:
+                if r.thread == me:
+                    r.done, r.done_actor, r.done_call = now, me, "synchronization"
+                else:
+                    keep.append(r)
+            self.unsync[:] = keep
+
+    def synced_out(self):
+        """A synchronization recorded elsewhere (the C record's Fence) is about to send this thread's clock."""
+        with self.mutex:
+            self._sync_unsync(self.clock)
+
+    def synced_in(self):
+        """... and has taken in the others' clocks."""
+        with self.mutex:
+            clock = self.clock
+            self._dsnaps[clock.me] = clock.snap()
 
     # ----------------------------------------------------- synchronization
 
-    def acquire(self, *clocks):
-        """Merge clocks received from others, then tick."""
+    def acquire(self, *clocks, ordered=True):
+        """Merge clocks received from others, then tick. ``ordered`` False:
+        a lock's or an atomic's (which holder came first is chance; see _unlocked)."""
         with self.mutex:
             clock = self.clock
             for c in clocks:
                 clock.merge(c)
-            return clock.tick()
+            t = clock.tick()
+            if clocks and ordered:
+                self._dsnaps[clock.me] = clock.snap()
+            return t
 
-    def release(self):
-        """The clock to send (then tick, so later accesses are not in it)."""
+    def release(self, ordered=True):
+        """The clock to send (then tick, so later accesses are not in it).
+        ``ordered`` False: to a lock's or an atomic's record (see _unlocked)."""
         with self.mutex:
             clock = self.clock
+            if ordered and self.unsync:
+                self._sync_unsync(clock)
             c = clock.array()
             clock.tick()
             return c

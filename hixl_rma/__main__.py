@@ -87,8 +87,9 @@ def _status(code):
 def _abort(status, trace=True):
     """The program failed on this rank: its traceback, then the whole job
     ends (``MPI.COMM_WORLD.Abort``), as under ``python -m mpi4py``, rather
-    than the other ranks waiting in their next collective for this one. The
-    race detector's report is collective: it is not gathered."""
+    than the other ranks waiting in their next collective for this one.
+    Under the race detector, the report comes first, from the ranks that
+    join it within a deadline (races/report.py's failed())."""
     sys.stdout.flush()
     sys.stderr.flush()
     MPI = sys.modules.get("mpi4py.MPI")
@@ -101,9 +102,15 @@ def _abort(status, trace=True):
         text = traceback.format_exc().encode(errors="replace")
         while text:
             text = text[os.write(2, text):]
-        if live:
-            import time
-            time.sleep(0.2)  # the forwarder's turn to read it before the abort
+    races = sys.modules.get("hixl_rma.races")
+    if live and races is not None and races.ACTIVE is not None:
+        from .races.report import failed
+        failed()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    if live and (trace or races is not None and races.ACTIVE is not None):
+        import time
+        time.sleep(0.2)  # the forwarder's turn to read it before the abort
     if live:
         MPI.COMM_WORLD.Abort(status)
     os._exit(status)

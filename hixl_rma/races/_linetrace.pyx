@@ -12,7 +12,8 @@ what lines.py looks at) calls back into Python.
 
 Tracing on 3.11 slows every instruction of every frame, watched or not:
 there a frame evaluation function runs the frames of code with no line to
-watch untraced (hixl_lt_eval). 3.12+ has sys.monitoring, whose LINE events
+watch untraced (hixl_lt_eval), set aside while a thread's C stack is deep
+(hixl_lt_floor: it makes each Python call a C call). 3.12+ has sys.monitoring, whose LINE events
 are per code object and per line: the same checks run as its callbacks
 (start_monitoring), and a line with nothing to watch is disabled for good.
 """
@@ -51,6 +52,7 @@ cdef extern from *:
     #define Py_BUILD_CORE 1
     #endif
     #include "internal/pycore_frame.h"
+    #include <pthread.h>
     #define HIXL_LT_SLOTS 1
     #endif
 
@@ -267,8 +269,76 @@ cdef extern from *:
        function does nothing in such a frame. With the function set, 3.11
        runs each Python call in an eval loop of its own (no call is inlined,
        CALL_PY_EXACT_ARGS and BINARY_SUBSCR_GETITEM deoptimize), so a
-       watched callee of an untraced frame gets its flag too. */
+       watched callee of an untraced frame gets its flag too.
+
+       That makes each Python call a C call, where plain 3.11 inlines it: a
+       recursion plain Python runs 100,000 deep (its limit raised) would
+       overflow the C stack. So each thread's hooked frames may use only
+       the top of its C stack (hixl_lt_floor); a frame that would start
+       below it sets the function aside for as long as it runs: its calls
+       are inlined again, and every thread's frames are traced meanwhile
+       (a frame running untraced would inline a watched callee untraced). */
     static int hixl_lt_hooked = 0;
+    static int hixl_lt_aside = 0;  /* the frames running with the function set aside */
+
+    /* The most of a thread's C stack its hooked frames take: half of a
+       small stack; 1 MiB of a larger one, more than 1,000 hooked frames
+       (the default recursion limit) take, and the rest is left to what
+       plain Python would use it for. */
+    #define HIXL_LT_HOOK_STACK ((size_t)1 << 20)
+    static __thread uintptr_t hixl_lt_floor = 0;  /* per thread: 0 until its first hooked frame */
+
+    static uintptr_t hixl_lt_stack_floor(uintptr_t sp) {
+        pthread_attr_t attr;
+        void *lo = NULL;
+        size_t size = 0;
+        uintptr_t floor = 0;
+        if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+            if (pthread_attr_getstack(&attr, &lo, &size) == 0 && size > 0 && sp > (uintptr_t)lo &&
+                sp <= (uintptr_t)lo + size)
+                floor = (uintptr_t)lo + size - (size / 2 < HIXL_LT_HOOK_STACK ? size / 2 : HIXL_LT_HOOK_STACK);
+            pthread_attr_destroy(&attr);
+        }
+        /* a stack it cannot place (not this thread's, as a coroutine library's): the least a thread has */
+        if (floor == 0) floor = sp - 16 * 1024;
+        return floor;
+    }
+
+    static PyObject *hixl_lt_eval(PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag);
+
+    static void hixl_lt_set_aside(PyThreadState *tstate) {
+        PyInterpreterState *interp = tstate->interp;
+        hixl_lt_aside++;
+        if (_PyInterpreterState_GetEvalFrameFunc(interp) == hixl_lt_eval)
+            _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
+        /* Each thread's running eval loop traced (the ones below it are
+           when their hooked callee returns). Under the GIL, as CPython's
+           own threads come and go; one tracing now gets the flag back as
+           it stops. */
+        for (PyThreadState *t = PyInterpreterState_ThreadHead(interp); t != NULL; t = PyThreadState_Next(t))
+            if (t->c_tracefunc == hixl_lt_trace && t->tracing == 0 && t->cframe != NULL)
+                t->cframe->use_tracing = 255;
+    }
+
+    static void hixl_lt_put_back(PyThreadState *tstate) {
+        PyInterpreterState *interp = tstate->interp;
+        if (--hixl_lt_aside > 0 || !hixl_lt_hooked || _PyInterpreterState_GetEvalFrameFunc(interp) != _PyEval_EvalFrameDefault)
+            return;
+        _PyInterpreterState_SetEvalFrameFunc(interp, hixl_lt_eval);
+        /* another thread's running eval loop untraced again where it runs
+           one frame (nothing inlined into it meanwhile) of unwatched code:
+           a loop of a library's would otherwise stay traced */
+        for (PyThreadState *t = PyInterpreterState_ThreadHead(interp); t != NULL; t = PyThreadState_Next(t)) {
+            if (t == tstate || t->c_tracefunc != hixl_lt_trace || t->c_profilefunc != NULL || t->tracing != 0 ||
+                t->cframe == NULL || t->cframe->current_frame == NULL || !t->cframe->current_frame->is_entry)
+                continue;
+            void *extra = NULL;
+            if (HIXL_LT_GET_EXTRA((PyObject *)t->cframe->current_frame->f_code, hixl_lt_index, &extra) < 0)
+                PyErr_Clear();
+            else if (extra == Py_None)
+                t->cframe->use_tracing = 0;
+        }
+    }
 
     static PyObject *hixl_lt_eval(PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag) {
         if (tstate->c_tracefunc != hixl_lt_trace || tstate->c_profilefunc != NULL || tstate->tracing)
@@ -276,20 +346,30 @@ cdef extern from *:
         _PyCFrame *caller = tstate->cframe;
         uint8_t was = caller->use_tracing;  /* before a classification's tracing pause resets it */
         PyObject *table = NULL;
-        void *extra = NULL;
-        if (HIXL_LT_GET_EXTRA((PyObject *)frame->f_code, hixl_lt_index, &extra) == 0) table = (PyObject *)extra;
-        else PyErr_Clear();
-        if (table == NULL && !throwflag && !PyErr_Occurred()) {
-            /* the first frame of this code: classify it now (its frames untraced) */
-            PyThreadState_EnterTracing(tstate);
-            table = hixl_lt_table(frame->f_code);
-            PyThreadState_LeaveTracing(tstate);
-            if (table == NULL) PyErr_Clear();  /* traced: the trace function asks again, and raises */
+        uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+        if (hixl_lt_floor == 0) hixl_lt_floor = hixl_lt_stack_floor(sp);
+        int aside = sp < hixl_lt_floor;
+        if (aside) {
+            hixl_lt_set_aside(tstate);
+        } else {
+            void *extra = NULL;
+            if (HIXL_LT_GET_EXTRA((PyObject *)frame->f_code, hixl_lt_index, &extra) == 0) table = (PyObject *)extra;
+            else PyErr_Clear();
+            if (table == NULL && !throwflag && !PyErr_Occurred()) {
+                /* the first frame of this code: classify it now (its frames untraced) */
+                PyThreadState_EnterTracing(tstate);
+                table = hixl_lt_table(frame->f_code);
+                PyThreadState_LeaveTracing(tstate);
+                if (table == NULL) PyErr_Clear();  /* traced: the trace function asks again, and raises */
+            }
         }
-        caller->use_tracing = table == Py_None ? 0 : 255;
+        caller->use_tracing = table == Py_None && !hixl_lt_aside ? 0 : 255;
         PyObject *r = _PyEval_EvalFrameDefault(tstate, frame, throwflag);
-        if (tstate->c_tracefunc == hixl_lt_trace && tstate->c_profilefunc == NULL) caller->use_tracing = was;
-        else caller->use_tracing = (tstate->c_tracefunc || tstate->c_profilefunc) ? 255 : 0;
+        if (aside) hixl_lt_put_back(tstate);
+        if (tstate->c_tracefunc == hixl_lt_trace && tstate->c_profilefunc == NULL)
+            caller->use_tracing = hixl_lt_aside ? 255 : was;
+        else
+            caller->use_tracing = (tstate->c_tracefunc || tstate->c_profilefunc) ? 255 : 0;
         return r;
     }
 
@@ -308,10 +388,15 @@ cdef extern from *:
             _PyInterpreterState_SetEvalFrameFunc(interp, _PyEval_EvalFrameDefault);
         hixl_lt_hooked = 0;
     }
+
+    static int hixl_lt_in_use(void) {
+        return _PyInterpreterState_GetEvalFrameFunc(PyInterpreterState_Get()) == hixl_lt_eval;
+    }
     #define HIXL_LT_HOOKS 1
     #else
     static void hixl_lt_hook(void) {}
     static void hixl_lt_unhook(void) {}
+    static int hixl_lt_in_use(void) { return 0; }
     #define HIXL_LT_HOOKS 0
     #endif
 
@@ -332,6 +417,7 @@ cdef extern from *:
     void hixl_lt_install()
     void hixl_lt_remove()
     void hixl_lt_unhook()
+    int hixl_lt_in_use()
     int HIXL_LT_HOOKS
     int hixl_lt_mon_start(object code) except -1
     int hixl_lt_mon_line(object code, int line) except -1
@@ -374,6 +460,13 @@ def unhook():
 def hooks():
     """Whether frames of code with nothing to watch run untraced (CPython 3.11)."""
     return bool(HIXL_LT_HOOKS)
+
+
+def hooked():
+    """Whether they do now: the frame evaluation function is set (not
+    before install() or after unhook(), nor while a deep stack has it set
+    aside)."""
+    return bool(hixl_lt_in_use())
 
 
 # ---------------------------------------------------------------- sys.monitoring (3.12+)

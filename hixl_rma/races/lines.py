@@ -26,7 +26,9 @@ How lines reach it (``_linetrace``): on 3.12+ a ``sys.monitoring`` tool,
 with LINE events only in code objects that have a line to watch and each
 line with nothing to watch disabled after its first run; on 3.11 a C trace
 function, with the frames of code that has no line to watch run untraced
-(a frame evaluation function); without the extension, ``sys.settrace``.
+(a frame evaluation function, set aside while a thread's C stack is deep,
+so that a recursion as deep as plain Python allows still runs); without
+the extension, ``sys.settrace``.
 The bytecode is read as each version writes it: 3.12's BINARY_SLICE and
 STORE_SLICE, 3.13's two-name superinstructions (LOAD_FAST_LOAD_FAST ...).
 """

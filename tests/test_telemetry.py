@@ -149,9 +149,20 @@ def test_off_records_nothing_but_failures():
 
 
 PROG = textwrap.dedent("""
-    import os, sys, threading
+    import os, sys, threading, time
     import hixl_rma
     from hixl_rma import telemetry
+
+    def engine_threads():
+        names = []
+        for t in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{t}/comm") as f:
+                    names.append(f.read().strip())
+            except FileNotFoundError:
+                pass  # ended meanwhile
+        return [n for n in names if n.startswith("hixl")]
+
     try:
         hixl_rma.Init()
     except hixl_rma.errors.ParamError as exc:
@@ -159,8 +170,14 @@ PROG = textwrap.dedent("""
     else:
         print("STARTED")
     # nothing half-way: no engine thread (hixl-*), no exporter, no runtime
-    names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
-    print("ENGINE_THREADS", [n for n in names if n.startswith("hixl")])
+    threads = engine_threads()
+    # A started engine's threads name themselves once they run, which a busy
+    # machine may delay: wait for them (with a deadline), never assume it.
+    deadline = time.monotonic() + 30
+    while hixl_rma.runtime.Is_initialized() and not threads and time.monotonic() < deadline:
+        time.sleep(0.01)
+        threads = engine_threads()
+    print("ENGINE_THREADS", threads)
     print("EXPORTER", telemetry.address(), [t.name for t in threading.enumerate() if t is not threading.main_thread()])
     print("INIT", hixl_rma.runtime.Is_initialized())
 """)

@@ -30,14 +30,16 @@ invent one). The clocks taken ahead are a credit the next receives on the
 channel use instead of waiting.
 
 Nonblocking and persistent receives (Irecv, irecv, Recv_init,
-Isendrecv[_replace]) return requests whose Wait/Test (and the list forms
-called through their own class) take the clock; persistent sends
-(Send_init ...) give it at Start/Startall of their class. A communicator
+Isendrecv[_replace]) return requests whose Wait/Test, and list forms
+called through their own class or through the drop-in's ``MPI.Request``
+(``python -m hixl_rma``), take the clock; persistent sends (Send_init
+...) give it at Start, and at Startall of their class. A communicator
 freed by the program (Free, free, Disconnect) frees its shadow.
 
-Not carried: receives completed by ``MPI.Request.Waitall`` and the other
-list forms called through mpi4py's own classes (their clocks are taken
-by the channel's next receive), matched receives (Mprobe/Mrecv),
+Not carried: receives completed by the list forms of mpi4py's own
+``MPI.Request`` (without the drop-in; their clocks are taken by the
+channel's next receive), persistent sends started by mpi4py's own
+``MPI.Prequest.Startall``, matched receives (Mprobe/Mrecv),
 partitioned communication, one-sided MPI.Win of mpi4py itself,
 intercommunicators.
 """
@@ -72,6 +74,9 @@ def make_class(det):
     """A ClockComm class bound to detector ``det``."""
     base = MPI.Intracomm
     ANY_SOURCE, ANY_TAG = MPI.ANY_SOURCE, MPI.ANY_TAG
+    # mpi4py's own request classes, whatever the drop-in puts in MPI.Request's place
+    Preq = MPI.Prequest
+    Req = Preq.__bases__[0]
 
     class ClockComm(base):
         """An mpi4py intracommunicator whose calls carry the race detector's clocks."""
@@ -196,7 +201,8 @@ def make_class(det):
 
     class _Completes:
         """Completing the request (Wait, Test, wait, test, and the list forms
-        called through this class) takes the clock of what it received."""
+        called through its class, or through the drop-in's MPI.Request) takes
+        the clock of what it received."""
 
         def _race_done(self, st):
             d = self.__dict__
@@ -216,26 +222,26 @@ def make_class(det):
 
         def Wait(self, status=None):
             st = status if status is not None else MPI.Status()
-            MPI.Request.Wait(self, st)
+            Req.Wait(self, st)
             self._race_done(st)
             return True
 
         def Test(self, status=None):
             st = status if status is not None else MPI.Status()
-            flag = MPI.Request.Test(self, st)
+            flag = Req.Test(self, st)
             if flag:
                 self._race_done(st)
             return flag
 
         def wait(self, status=None):
             st = status if status is not None else MPI.Status()
-            obj = MPI.Request.wait(self, st)
+            obj = Req.wait(self, st)
             self._race_done(st)
             return obj
 
         def test(self, status=None):
             st = status if status is not None else MPI.Status()
-            flag, obj = MPI.Request.test(self, st)
+            flag, obj = Req.test(self, st)
             if flag:
                 self._race_done(st)
             return flag, obj
@@ -243,55 +249,98 @@ def make_class(det):
         @classmethod
         def Waitall(cls, requests, statuses=None):
             sts = statuses if statuses is not None else []
-            MPI.Request.Waitall(requests, sts)
-            _done_all(requests, sts)
+            Req.Waitall(requests, sts)
+            _done(requests, range(len(requests)), sts)
             return True
 
         @classmethod
         def Testall(cls, requests, statuses=None):
             sts = statuses if statuses is not None else []
-            flag = MPI.Request.Testall(requests, sts)
+            flag = Req.Testall(requests, sts)
             if flag:
-                _done_all(requests, sts)
+                _done(requests, range(len(requests)), sts)
             return flag
 
         @classmethod
         def waitall(cls, requests, statuses=None):
             sts = statuses if statuses is not None else []
-            objs = MPI.Request.waitall(requests, sts)
-            _done_all(requests, sts)
+            objs = Req.waitall(requests, sts)
+            _done(requests, range(len(requests)), sts)
             return objs
 
         @classmethod
         def testall(cls, requests, statuses=None):
             sts = statuses if statuses is not None else []
-            flag, objs = MPI.Request.testall(requests, sts)
+            flag, objs = Req.testall(requests, sts)
             if flag:
-                _done_all(requests, sts)
+                _done(requests, range(len(requests)), sts)
             return flag, objs
 
         @classmethod
         def Waitany(cls, requests, status=None):
             st = status if status is not None else MPI.Status()
-            i = MPI.Request.Waitany(requests, st)
-            if i != MPI.UNDEFINED and isinstance(requests[i], _Completes):
-                requests[i]._race_done(st)
+            i = Req.Waitany(requests, st)
+            _done(requests, (i,), (st,))
             return i
 
         @classmethod
         def Testany(cls, requests, status=None):
             st = status if status is not None else MPI.Status()
-            i, flag = MPI.Request.Testany(requests, st)
-            if flag and i != MPI.UNDEFINED and isinstance(requests[i], _Completes):
-                requests[i]._race_done(st)
+            i, flag = Req.Testany(requests, st)
+            if flag:
+                _done(requests, (i,), (st,))
             return i, flag
 
-    def _done_all(requests, statuses):
-        for r, st in zip(requests, statuses):
-            if isinstance(r, _Completes):
-                r._race_done(st)
+        @classmethod
+        def waitany(cls, requests, status=None):
+            st = status if status is not None else MPI.Status()
+            i, obj = Req.waitany(requests, st)
+            _done(requests, (i,), (st,))
+            return i, obj
 
-    class ClockRequest(_Completes, MPI.Request):
+        @classmethod
+        def testany(cls, requests, status=None):
+            st = status if status is not None else MPI.Status()
+            i, flag, obj = Req.testany(requests, st)
+            if flag:
+                _done(requests, (i,), (st,))
+            return i, flag, obj
+
+        # the some forms: the k-th status is that of the k-th index
+        @classmethod
+        def Waitsome(cls, requests, statuses=None):
+            sts = statuses if statuses is not None else []
+            idx = Req.Waitsome(requests, sts)
+            _done(requests, idx or (), sts)
+            return idx
+
+        @classmethod
+        def Testsome(cls, requests, statuses=None):
+            sts = statuses if statuses is not None else []
+            idx = Req.Testsome(requests, sts)
+            _done(requests, idx or (), sts)
+            return idx
+
+        @classmethod
+        def waitsome(cls, requests, statuses=None):
+            sts = statuses if statuses is not None else []
+            idx, objs = Req.waitsome(requests, sts)
+            _done(requests, idx or (), sts)
+            return idx, objs
+
+        @classmethod
+        def testsome(cls, requests, statuses=None):
+            sts = statuses if statuses is not None else []
+            idx, objs = Req.testsome(requests, sts)
+            _done(requests, idx or (), sts)
+            return idx, objs
+
+    def _done(requests, indices, statuses):
+        for i, st in zip(indices, statuses):
+            if 0 <= i < len(requests) and isinstance(requests[i], _Completes):
+                requests[i]._race_done(st)
+
+    class ClockRequest(_Completes, Req):
         """A nonblocking receive's request (Irecv, irecv, Isendrecv): its
         completion takes the sender's clock."""
 
@@ -301,14 +350,14 @@ def make_class(det):
 
         def Start(self):
             _start(self)
-            MPI.Prequest.Start(self)
+            Preq.Start(self)
 
         @classmethod
         def Startall(cls, requests):
             for r in requests:
                 if isinstance(r, ClockPrequest):
                     _start(r)
-            MPI.Prequest.Startall(requests)
+            Preq.Startall(requests)
 
     def _start(req):
         to = req.__dict__.get("_race_to")
@@ -490,6 +539,8 @@ def make_class(det):
             return sh
         return wrap(comm).__dict__["_race_shadow"]
 
+    from .. import dropin
+    dropin.own_list_forms.extend((ClockRequest, ClockPrequest))
     ClockComm.wrap = staticmethod(wrap)
     ClockComm.shadow_of = staticmethod(shadow_of)
     return ClockComm

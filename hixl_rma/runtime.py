@@ -490,6 +490,12 @@ def runtime():
     return _state if _state is not None else Init()
 
 
+def current():
+    """The runtime between Init() and Finalize(), else None; never
+    initializes it (for observers such as the telemetry exporter)."""
+    return _state
+
+
 def Is_initialized():
     """True between Init() and Finalize()."""
     return _state is not None

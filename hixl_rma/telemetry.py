@@ -4,7 +4,8 @@ The engine records it while option Telemetry is on (``HIXL_RMA_TELEMETRY``,
 read at Init); ``snapshot()`` reads it. With ``HIXL_RMA_TELEMETRY=
 prometheus:PORT`` Init also serves it on port PORT + this rank's world rank
 (``serve``), so the ranks of one host do not collide; the server reads a
-fresh snapshot at every scrape and stops at Finalize. Metric names follow
+fresh snapshot at every scrape (never initializing the runtime: during and
+after Finalize a scrape gets an empty page) and stops at Finalize. Metric names follow
 NIXL's telemetry where it has one (agent_tx_bytes, agent_xfer_time_us, ...);
 the rest are hixl_rma_*.
 """
@@ -12,7 +13,7 @@ import socket
 
 from . import config
 from . import runtime as _rt
-from .errors import STATUS_NAMES, ParamError
+from .errors import STATUS_NAMES, HixlError, ParamError
 
 _server = None  # the running exporter (one per process), or None
 
@@ -27,10 +28,32 @@ def snapshot(engine=None):
     what it sent this engine, None for a peer without an engine id), keyed by
     its world rank where it is one of this job's, else its address.
     ``engine``: another Engine than this rank's (its peers keyed by address)."""
-    st = _rt.runtime() if engine is None else None
-    engine = st.engine if st is not None else engine
+    if engine is None:
+        st = _rt.runtime()
+        return _read(st.engine, st)
+    return _read(engine, None, _rt.runtime().rank)
+
+
+def _scrape():
+    """The exporter's snapshot, of the runtime as it is: a scrape never
+    initializes it (Init is collective: not for the exporter's thread to
+    run), and where there is none -- before Init, during or after Finalize
+    (the engine finalized under the scrape) -- it is None: an empty page,
+    served without a word."""
+    st = _rt.current()
+    if st is None:
+        return None
+    try:
+        return _read(st.engine, st)
+    except HixlError:
+        return None  # the engine was (being) finalized: Finalize is under way
+
+
+def _read(engine, st, rank=None):
+    """``snapshot()`` of ``engine``; ``st``, the runtime it is this rank's
+    engine of (its peers keyed by world rank), or None (then ``rank``)."""
     out = engine.telemetry()
-    out["rank"] = st.rank if st is not None else _rt.runtime().rank
+    out["rank"] = st.rank if st is not None else rank
     out["notifies_received"] = engine.stats()["notifies_received"]
     out["errors"] = {STATUS_NAMES.get(code, str(code)): n for code, n in out["errors"].items()}
     rank_of = {} if st is None else {addr: r for r, addr in enumerate(st.addresses) if r in st.connected}
@@ -44,12 +67,13 @@ def address():
 
 
 def _collect(source):
-    """The Prometheus metric families of a fresh snapshot (none before Init)."""
+    """The Prometheus metric families of a fresh snapshot (none where
+    ``source()`` has none: no runtime)."""
     from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-    if not _rt.Is_initialized():
-        return
     snap = source()
+    if snap is None:
+        return
     rank = str(snap["rank"])
     tot = snap["total"]
 
@@ -117,9 +141,10 @@ class _Collector:
         return _collect(self.source)
 
 
-def exporter(host, port, source=snapshot):
-    """A Prometheus HTTP server of ``source()`` on (host, port), serving in a
-    thread of its own (``.server_address``; ``.shutdown()``, ``.server_close()``
+def exporter(host, port, source=_scrape):
+    """A Prometheus HTTP server of ``source()`` (None: nothing to serve; by
+    default this rank's runtime, never initialized by a scrape) on (host,
+    port), serving in a thread of its own (``.server_address``; ``.shutdown()``, ``.server_close()``
     stop it). ParamError naming HIXL_RMA_TELEMETRY when prometheus_client is
     missing or the port cannot be bound (then nothing is left running)."""
     try:
@@ -138,7 +163,7 @@ def exporter(host, port, source=snapshot):
 
 
 def serve(host, port):
-    """This process's exporter of ``snapshot()`` (Init's), started now."""
+    """This process's exporter of this rank's snapshot (Init's), started now."""
     global _server
     if _server is None:
         _server = exporter(host, port)

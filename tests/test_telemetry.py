@@ -261,3 +261,97 @@ def test_job_serves_each_rank_on_port_plus_rank(tmp_path, ranks):
         seen = json.loads(f.read_text())
         for r in range(ranks):
             assert seen[str(r)] == f'agent_tx_bytes_total{{rank="{r}"}} {float(32 * (r + 3))}', out
+
+
+SCRAPE_FINALIZE = textwrap.dedent("""
+    import threading, time, urllib.error, urllib.request
+    import numpy as np
+    import hixl_rma
+    from hixl_rma import Win, runtime, telemetry
+
+    hixl_rma.Init()
+    host, port = telemetry.address()
+    url = f"http://{host}:{port}/metrics"
+    main = threading.main_thread()
+    phase = ["running"]  # what Finalize is doing while a scrape is served
+    foreign_inits, served = [], {}
+
+    init = runtime.Init
+    def watched_init(*args, **kwargs):
+        if threading.current_thread() is not main:
+            foreign_inits.append(threading.current_thread().name)
+        return init(*args, **kwargs)
+    runtime.Init = watched_init
+
+    # Each delay widens one window in which a scrape races Finalize: a
+    # check that the runtime is up passed just before Finalize cleared it;
+    # the engine finalized while the runtime is not yet cleared; the
+    # runtime cleared while the exporter still serves.
+    is_initialized = runtime.Is_initialized
+    def slow_is_initialized():
+        up = is_initialized()
+        if threading.current_thread() is not main:
+            time.sleep(0.02)
+        return up
+    runtime.Is_initialized = slow_is_initialized
+    release_mpi = runtime._Runtime.release_mpi
+    def slow_release_mpi(self):
+        phase[0] = "engine finalized"
+        time.sleep(0.5)
+        release_mpi(self)
+    runtime._Runtime.release_mpi = slow_release_mpi
+    stop = telemetry.stop
+    def slow_stop():
+        phase[0] = "runtime cleared"
+        time.sleep(0.5)
+        stop()
+    telemetry.stop = slow_stop
+
+    win = Win.Allocate(64, 1, None, hixl_rma.runtime.runtime().world)  # left for Finalize to tear down
+    done = threading.Event()
+
+    def scrape():
+        while not done.is_set():
+            at = phase[0]
+            try:
+                with urllib.request.urlopen(url, timeout=10) as resp:
+                    resp.read()
+                    served[(at, resp.status)] = served.get((at, resp.status), 0) + 1
+            except urllib.error.HTTPError as exc:
+                served[(at, exc.code)] = served.get((at, exc.code), 0) + 1
+            except (urllib.error.URLError, ConnectionError):
+                break  # the exporter stopped
+            time.sleep(0.005)
+
+    scrapers = [threading.Thread(target=scrape) for _ in range(3)]
+    for t in scrapers:
+        t.start()
+    time.sleep(0.2)
+    hixl_rma.Finalize()
+    phase[0] = "finalized"
+    done.set()
+    for t in scrapers:
+        t.join(30)
+    print("ALIVE", [t.name for t in scrapers if t.is_alive()])
+    print("SERVED", sorted(served.items()))
+    print("FOREIGN_INITS", foreign_inits)
+    print("INITIALIZED_AFTER", runtime.Is_initialized())
+""")
+
+
+def test_scrape_racing_finalize_never_initializes(tmp_path):
+    """A scrape during Finalize serves what there is (an empty page once the
+    engine is gone) silently: it never runs Init (a collective) from the
+    exporter's thread, and nothing prints a traceback."""
+    prog = tmp_path / "scrape.py"
+    prog.write_text(SCRAPE_FINALIZE)
+    env = dict(os.environ, HIXL_RMA_TELEMETRY="prometheus:127.0.0.1:0")
+    rc, out = procutil.run(["mpiexec", "-n", "1", sys.executable, str(prog)], env, 120)
+    assert rc == 0, out
+    assert "Traceback" not in out, out
+    assert "FOREIGN_INITS []" in out and "INITIALIZED_AFTER False" in out and "ALIVE []" in out, out
+    served = dict(eval(next(line for line in out.splitlines() if line.startswith("SERVED "))[len("SERVED "):]))
+    # the test proves something: scrapes came while Finalize was half way, and all were answered
+    for phase in ("running", "engine finalized", "runtime cleared"):
+        assert served.get((phase, 200)), out
+    assert all(status == 200 for _, status in served), out

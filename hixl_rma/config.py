@@ -45,8 +45,10 @@ SETTINGS = {
     "HIXL_RMA_TELEMETRY": ("", "Init (option Telemetry)",
                            "1 or on: the engine records telemetry (hixl_rma.telemetry.snapshot()); "
                            "prometheus:PORT or prometheus:HOST:PORT: that, and every rank serves it for "
-                           "Prometheus on port PORT + its world rank (HOST default 0.0.0.0; needs "
-                           "prometheus_client, the extra hixl_rma[telemetry]); 0, off or unset: none"),
+                           "Prometheus on port PORT + its world rank, at HOST (default: where the engine "
+                           "listens -- loopback when every rank is on this host, else the address the engine "
+                           "advertises, see HIXL_RMA_HOST and HIXL_RMA_IFNAME; 0.0.0.0 for every interface) "
+                           "(needs prometheus_client, the extra hixl_rma[telemetry]); 0, off or unset: none"),
     "HIXL_RMA_NIXL_TOKEN": ("", "hixl_rma.nixl.agent (backend parameter job_token)",
                             "job token of the HIXL_RMA NIXL backend: with one its engine listens beyond loopback "
                             "(every agent of the job must give the same)"),
@@ -155,7 +157,8 @@ def race_json():
 
 def telemetry():
     """``HIXL_RMA_TELEMETRY`` as (on, host, port): port None when nothing is
-    to be served. ParamError naming the setting for a malformed value."""
+    to be served, host None when not given (the engine's listening address
+    then). ParamError naming the setting for a malformed value."""
     value = _get("HIXL_RMA_TELEMETRY").strip()
     if value.lower() in ("", "0", "off"):
         return False, None, None
@@ -166,7 +169,7 @@ def telemetry():
         raise ParamError(f"HIXL_RMA_TELEMETRY must be 1, on, 0, off or prometheus:PORT "
                          f"(prometheus:HOST:PORT), got {value!r}")
     host, _, port = rest.rpartition(":")
-    host = host.strip("[]") or "0.0.0.0"
+    host = host.strip("[]") or None
     if not port.isdigit() or int(port) > 65535:
         raise ParamError(f"HIXL_RMA_TELEMETRY: the port of {value!r} must be a number from 0 to 65535 "
                          "(0: any free port)")

@@ -57,6 +57,10 @@ class _Runtime:
         self.node = [nodes.index(n) for n in nodes]  # world rank -> index of its host
         listen, advertised, ifnames = netif.choose(config.host(), config.ifname(),
                                                    len(set(nodes)) == 1)
+        # The exporter binds its port before the engine starts (a port in
+        # use fails Init with no engine running), exposed where the engine is.
+        from . import telemetry
+        telemetry.start_for_rank(self.rank, listen)
         devices = netif.ucx_net_devices(ifnames)
         if devices and "UCX_NET_DEVICES" not in os.environ:
             os.environ["UCX_NET_DEVICES"] = devices  # this engine's UCX context only: MPI's is made
@@ -467,17 +471,13 @@ def Init(domain=None):
                                "(build the built-in engine)")
     with _lock:
         if _state is None:
-            # The exporter binds its port first: a port in use fails Init before the engine starts.
             from . import telemetry
 
-            if config.telemetry()[2] is not None:
-                from mpi4py import MPI
-
-                telemetry.start_for_rank(MPI.COMM_WORLD.Get_rank())
+            config.telemetry()  # a malformed setting fails Init before any collective
             try:
                 _state = _Runtime(want)
             except BaseException:
-                telemetry.stop()
+                telemetry.stop()  # (_Runtime started the exporter, if any, before the engine)
                 raise
         elif domain is not None and want != _state.domain:
             raise ParamError(f"Init(domain={domain!r}): this rank's engine was started in domain "

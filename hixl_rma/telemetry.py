@@ -3,7 +3,9 @@
 The engine records it while option Telemetry is on (``HIXL_RMA_TELEMETRY``,
 read at Init); ``snapshot()`` reads it. With ``HIXL_RMA_TELEMETRY=
 prometheus:PORT`` Init also serves it on port PORT + this rank's world rank
-(``serve``), so the ranks of one host do not collide; the server reads a
+(``serve``), so the ranks of one host do not collide, at the address the
+engine listens on (loopback in a job on one host) unless the setting names
+one; the server reads a
 fresh snapshot at every scrape (never initializing the runtime: during and
 after Finalize a scrape gets an empty page) and stops at Finalize. Metric names follow
 NIXL's telemetry where it has one (agent_tx_bytes, agent_xfer_time_us, ...);
@@ -179,11 +181,14 @@ def stop():
         server.server_close()
 
 
-def start_for_rank(rank):
-    """Init's part: the exporter HIXL_RMA_TELEMETRY asks for, on PORT + rank (none when it asks for none)."""
+def start_for_rank(rank, engine_host):
+    """Init's part: the exporter HIXL_RMA_TELEMETRY asks for, on PORT + rank
+    (none when it asks for none), at its HOST or else at ``engine_host``,
+    where the engine listens: the metrics are exposed no wider than the
+    engine (loopback in a job on one host)."""
     _on, host, port = config.telemetry()
     if port is None:
         return None
     if port and port + rank > 65535:
         raise ParamError(f"HIXL_RMA_TELEMETRY: port {port} + rank {rank} is beyond 65535")
-    return serve(host, port + rank if port else 0)
+    return serve(host or engine_host, port + rank if port else 0)

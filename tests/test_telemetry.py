@@ -22,7 +22,8 @@ READ, WRITE = hixl_rma.READ, hixl_rma.WRITE
 @pytest.mark.parametrize("value, want", [
     ("", (False, None, None)), ("0", (False, None, None)), ("off", (False, None, None)),
     ("1", (True, None, None)), ("on", (True, None, None)),
-    ("prometheus:9400", (True, "0.0.0.0", 9400)), ("prometheus:127.0.0.1:0", (True, "127.0.0.1", 0)),
+    ("prometheus:9400", (True, None, 9400)), ("prometheus:127.0.0.1:0", (True, "127.0.0.1", 0)),
+    ("prometheus:0.0.0.0:9400", (True, "0.0.0.0", 9400)),
     ("prometheus:[::1]:9400", (True, "::1", 9400)),
 ])
 def test_setting_parsed(monkeypatch, value, want):
@@ -355,3 +356,33 @@ def test_scrape_racing_finalize_never_initializes(tmp_path):
     for phase in ("running", "engine finalized", "runtime cleared"):
         assert served.get((phase, 200)), out
     assert all(status == 200 for _, status in served), out
+
+
+BIND = textwrap.dedent("""
+    import sys
+    import hixl_rma
+    from hixl_rma import runtime, telemetry
+
+    hixl_rma.Init()
+    st = runtime.runtime()
+    with open(f"{sys.argv[1]}/bind.{st.rank}", "w") as f:  # a file each: ranks' stdout lines can interleave
+        f.write(f"{telemetry.address()[0]} {st.engine.address}")
+    hixl_rma.Finalize()
+""")
+
+
+@pytest.mark.parametrize("value, want", [("prometheus:0", "127.0.0.1"), ("prometheus:0.0.0.0:0", "0.0.0.0")])
+def test_exporter_bound_where_the_engine_is(tmp_path, value, want):
+    """A job on one host keeps its engine to loopback, and by default its
+    exporter too; an explicit HOST still wins."""
+    prog = tmp_path / "bind.py"
+    prog.write_text(BIND)
+    env = dict(os.environ, HIXL_RMA_TELEMETRY=value)
+    env.pop("HIXL_RMA_HOST", None)
+    env.pop("HIXL_RMA_IFNAME", None)
+    rc, out = procutil.run(["mpiexec", "-n", "2", sys.executable, str(prog), str(tmp_path)], env, 60)
+    assert rc == 0, out
+    binds = [(tmp_path / f"bind.{r}").read_text().split() for r in range(2)]
+    for host, engine in binds:
+        assert engine.startswith("127.0.0.1:"), binds  # the engine's own exposure on one host
+        assert host == want, binds

@@ -134,14 +134,14 @@ if rank == 0:
     comm.Send(tok, 1, 5)
 elif rank == 1:
     if racy:
-        print("mem[0] is", mem[0])
+        sys.stdout.write(f"mem[0] is {mem[0]}\n")
     recv()
     if persistent:
         recv()
     if not racy and recv_how not in ("unseen", "Mprobe"):
-        print("mem[0] is", mem[0])
+        sys.stdout.write(f"mem[0] is {mem[0]}\n")
     comm.Recv(tok, 0, 5)
-    print("mem[1] is", mem[1])
+    sys.stdout.write(f"mem[1] is {mem[1]}\n")
 comm.Barrier()
 win.Free()
 '''
@@ -249,7 +249,7 @@ if rank == 0:
         elif recv_how == "Irecv":
             comm.Irecv(buf, MPI.ANY_SOURCE, 7).Wait(st)
         assert st.Get_tag() == 7
-    print(f"received in {time.monotonic() - t0:.2f} s")
+    sys.stdout.write(f"received in {time.monotonic() - t0:.2f} s\n")
 else:
     for i in range(ROUNDS):
         if rank == 2:  # a third rank sends by the wrapped communicator, with clocks
@@ -259,7 +259,7 @@ else:
         else:
             plain.Send(np.full(1, i, np.int32), 0, 7)
 comm.Barrier()
-print("done", rank)
+sys.stdout.write(f"done {rank}\n")  # one write: the ranks' lines do not interleave
 '''
 
 

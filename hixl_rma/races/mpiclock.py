@@ -30,18 +30,19 @@ invent one). The clocks taken ahead are a credit the next receives on the
 channel use instead of waiting.
 
 Nonblocking and persistent receives (Irecv, irecv, Recv_init,
-Isendrecv[_replace]) return requests whose Wait/Test, and list forms
-called through their own class or through the drop-in's ``MPI.Request``
-(``python -m hixl_rma``), take the clock; persistent sends (Send_init
-...) give it at Start, and at Startall of their class. A communicator
-freed by the program (Free, free, Disconnect) frees its shadow.
+Isendrecv[_replace], a matched message's Irecv) return requests whose
+Wait/Test, and list forms called through their own class or through the
+drop-in's ``MPI.Request`` (``python -m hixl_rma``), take the clock;
+persistent sends (Send_init ...) give it at Start, and at Startall of
+their class. A matched message (Mprobe ...) takes it when received. A
+communicator freed by the program (Free, free, Disconnect) frees its
+shadow.
 
 Not carried: receives completed by the list forms of mpi4py's own
 ``MPI.Request`` (without the drop-in; their clocks are taken by the
 channel's next receive), persistent sends started by mpi4py's own
-``MPI.Prequest.Startall``, matched receives (Mprobe/Mrecv),
-partitioned communication, one-sided MPI.Win of mpi4py itself,
-intercommunicators.
+``MPI.Prequest.Startall``, partitioned communication, one-sided MPI.Win
+of mpi4py itself, intercommunicators.
 """
 import logging
 import time
@@ -163,6 +164,18 @@ def make_class(det):
         def Recv_init(self, buf, source=ANY_SOURCE, tag=ANY_TAG):
             req = base.Recv_init(self, buf, source, tag)
             return req if self._shadow() is None else _receiving(ClockPrequest(req), self)
+
+        def Mprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+            return _matched(self, base.Mprobe(self, source, tag, status))
+
+        def mprobe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+            return _matched(self, base.mprobe(self, source, tag, status))
+
+        def Improbe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+            return _matched(self, base.Improbe(self, source, tag, status))
+
+        def improbe(self, source=ANY_SOURCE, tag=ANY_TAG, status=None):
+            return _matched(self, base.improbe(self, source, tag, status))
 
         # The program frees the communicator: its shadow goes with it (both
         # collective, in the same order on every rank), unless the call left
@@ -358,6 +371,33 @@ def make_class(det):
                 if isinstance(r, ClockPrequest):
                     _start(r)
             Preq.Startall(requests)
+
+    class ClockMessage(MPI.Message):
+        """A matched message (Mprobe ...): receiving it takes the sender's clock."""
+
+        def Recv(self, buf, status=None):
+            st = status if status is not None else MPI.Status()
+            MPI.Message.Recv(self, buf, st)
+            _take(self._race_comm._shadow(), st)
+
+        def recv(self, status=None):
+            st = status if status is not None else MPI.Status()
+            obj = MPI.Message.recv(self, st)
+            _take(self._race_comm._shadow(), st)
+            return obj
+
+        def Irecv(self, buf):
+            return _receiving(ClockRequest(MPI.Message.Irecv(self, buf)), self._race_comm)
+
+        def irecv(self):
+            return _receiving(ClockRequest(MPI.Message.irecv(self)), self._race_comm)
+
+    def _matched(comm, msg):
+        if msg is None or comm._shadow() is None:
+            return msg
+        msg = ClockMessage(msg)
+        msg._race_comm = comm
+        return msg
 
     def _start(req):
         to = req.__dict__.get("_race_to")

@@ -20,7 +20,8 @@ A receive that finds no clock (its sender used a communicator the
 detector does not see: one taken before it started, or a plain object
 over the same handle) waits for one a bounded time, then goes on without
 (debug log ``hixl_rma.races``); a channel (shadow, source, tag) that
-missed once does not wait again. A wrapped sender posts its clock before
+missed once does not wait again, and a new channel of a source that
+missed waits briefly. A wrapped sender posts its clock before
 its message, so a receive that has its message finds its clock queued.
 A receive takes every clock queued on its channel: one left behind by a
 receive the detector did not see is older than its own, and one sender's
@@ -62,13 +63,16 @@ _MAKERS = ("Dup", "Split", "Create", "Clone", "Split_type", "Create_group")
 #: a wrapped sender's clock is queued before its message, so only a sender
 #: the detector does not see makes a receive wait this long, once per channel
 CLOCK_WAIT_S = 1.0
+#: the wait on a new channel of a source that already sent without a clock
+CLOCK_WAIT_SEEN_S = 0.01
 
 _log = logging.getLogger("hixl_rma.races")
 
 
 class _Shadow(MPI.Intracomm):
-    """A shadow communicator, with what its receives learned per channel:
-    ``chan[(source, tag)] = [credit, missed]``."""
+    """A shadow communicator, with what its receives learned per channel,
+    ``chan[(source, tag)] = [credit, missed]``, and the sources that sent
+    without a clock (``unclocked``)."""
 
 
 def make_class(det):
@@ -459,12 +463,13 @@ def make_class(det):
                 ch[0] -= 1  # this message's clock came with an earlier receive's
                 return
             if ch is None or not ch[1]:
-                got = _await(sh, src, tag)
+                got = _await(sh, src, tag, CLOCK_WAIT_SEEN_S if src in sh.unclocked else CLOCK_WAIT_S)
             if not got:
                 if ch is None:
                     ch = sh.chan[(src, tag)] = [0, False]
                 if not ch[1]:
                     ch[1] = True
+                    sh.unclocked.add(src)
                     _log.debug("rank %d: a message from rank %d with tag %d came without a clock (its sender used "
                                "a communicator the race detector does not see); its order is not carried",
                                det.rank, src, tag)
@@ -475,8 +480,8 @@ def make_class(det):
             ch[0] += len(got) - 1
         det.acquire(*got)
 
-    def _await(sh, src, tag):
-        end = time.monotonic() + CLOCK_WAIT_S
+    def _await(sh, src, tag, wait_s):
+        end = time.monotonic() + wait_s
         pause = 5e-5
         while time.monotonic() < end:
             time.sleep(pause)
@@ -541,7 +546,7 @@ def make_class(det):
 
     def _new_shadow(comm):
         sh = _Shadow(base.Dup(comm))
-        sh.chan = {}
+        sh.chan, sh.unclocked = {}, set()
         return sh
 
     def _sweep_plain():

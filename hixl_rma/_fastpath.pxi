@@ -647,8 +647,9 @@ cdef class WindowState:
                 basic = _BASIC_SIZES.get(target[2].handle)
                 if basic is None:
                     return False
-                size = <Py_ssize_t>basic & 0xFFFF
-                code = <long>basic >> 16
+                code = <long>basic
+                size = code & 0xFFFF
+                code >>= 16
                 if code != 0 and _format_code(view.format, view.itemsize) not in (0, code):
                     return False  # typed data of another type (or a format not read here): the Python layer's
             elif _one_char_format(view.format):
@@ -768,7 +769,7 @@ cdef class WindowState:
         applies: every buffer is exactly one 8-byte integer. False leaves it
         to the Python layer. code: FAST_ADD ..."""
         cdef Py_ssize_t r
-        cdef uint64_t off, value, cmp = 0, old = 0
+        cdef uint64_t off, value = 0, cmp = 0, old = 0
         cdef char *direct
         cdef Status st
         cdef AtomicOp aop

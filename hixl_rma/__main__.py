@@ -1,14 +1,18 @@
-"""``python -m hixl_rma [--check-races [--keep-going] [--races-json FILE]] prog.py [args]``
-(or ``-m module``): run an unmodified mpi4py program with ``MPI.Win`` served
-by hixl_rma; ``--check-races`` runs it under the race detector, which
-prints the races found at the end and exits non-zero (3) when there was
-one, unless ``--keep-going`` (or ``--races-json``, which writes the report)."""
+"""``python -m hixl_rma [options] (script.py | -m module) [args ...]``: run an
+unmodified mpi4py program with ``MPI.Win`` served by hixl_rma;
+``--check-races`` runs it under the race detector, which prints the races
+found at the end and exits non-zero (3) when there was one, unless
+``--keep-going`` (or ``--races-json``, which writes the report)."""
+import argparse
 import os
 import runpy
 import sys
 
-USAGE = ("usage: python -m hixl_rma [--version | [--check-races [--keep-going] [--races-json FILE]] "
-         "-m module | script.py] [args ...]")
+DESCRIPTION = ("Run an unmodified mpi4py program with MPI.Win served by hixl_rma (one-sided RMA moved by a "
+               "HIXL engine on UCX). Launch it on every rank: mpiexec -n 2 python -m hixl_rma prog.py")
+EPILOG = ("Options go before the program; everything after it is the program's own argv. "
+          "Exit status: the program's, 3 when --check-races found a race, 2 for a bad command line. "
+          "Settings are HIXL_RMA_* environment variables (see the documentation's Settings page).")
 
 
 def version_lines():
@@ -19,48 +23,80 @@ def version_lines():
     return [f"hixl_rma {__version__} (UCX {'.'.join(map(str, ucx))}, {origin})", nixl.supported_line()]
 
 
+class _Version(argparse.Action):
+    """--version: printed when asked, so the UCX library is loaded only then."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print("\n".join(version_lines()))
+        parser.exit(0)
+
+
+def parser():
+    """The command line (argparse): abbreviations off, so a mistyped option
+    is an error rather than a prefix of another or a script's name."""
+    ap = argparse.ArgumentParser(prog="python -m hixl_rma", description=DESCRIPTION, epilog=EPILOG,
+                                 allow_abbrev=False)
+    ap.add_argument("--version", action=_Version, help="print hixl_rma's, UCX's and the NIXL backend's versions")
+    races = ap.add_argument_group("race detector")
+    races.add_argument("--check-races", action="store_true",
+                       help="run under the race detector: report conflicting RMA and local accesses not ordered "
+                            "by MPI synchronization, and exit 3 if any")
+    races.add_argument("--keep-going", action="store_true",
+                       help="with --check-races: report races but exit with the program's own status")
+    races.add_argument("--races-json", metavar="FILE",
+                       help="with --check-races: also write the report to FILE as JSON (implies --keep-going)")
+    ap.add_argument("-m", dest="module", metavar="MODULE", help="run library module MODULE as a script (as python -m)")
+    ap.add_argument("script", nargs="?", help="the program to run (a path)")
+    ap.add_argument("args", nargs=argparse.REMAINDER, help="the program's own arguments")
+    return ap
+
+
+def parse(argv):
+    """(options, the program's argv): argparse's namespace and sys.argv for the program."""
+    ap = parser()
+    # Up to the program (the first word not an option nor an option's value),
+    # argparse's; from it on, the program's, options included.
+    i = 0
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "-m":
+        i += 2 if argv[i] == "--races-json" else 1
+    head = argv[:i]
+    if i < len(argv) and argv[i] == "-m":
+        if i + 1 >= len(argv):
+            ap.error("argument -m: expected one argument (the module to run)")
+        opts = ap.parse_args(head + ["-m", argv[i + 1]])
+        prog = argv[i + 1:]
+    else:
+        opts = ap.parse_args(head + argv[i:i + 1])
+        if opts.script is None:
+            ap.error("a program to run is required: script.py or -m module")
+        if not os.path.isfile(opts.script):
+            ap.error(f"can't open file {opts.script!r}: no such file (options go before the program)")
+        prog = argv[i:]
+    if (opts.keep_going or opts.races_json) and not opts.check_races:
+        ap.error("--keep-going and --races-json go with --check-races")
+    return opts, prog
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr if not argv else sys.stdout)
-        return 2 if not argv else 0
-    if argv[0] == "--version":
-        print("\n".join(version_lines()))
-        return 0
-    races, keep_going, json_path = False, False, None
-    while argv and argv[0] in ("--check-races", "--keep-going", "--races-json"):
-        opt = argv.pop(0)
-        if opt == "--check-races":
-            races = True
-        elif opt == "--keep-going":
-            keep_going = True
-        else:
-            if not argv:
-                print(USAGE, file=sys.stderr)
-                return 2
-            json_path = argv.pop(0)
-    if (keep_going or json_path) and not races:
-        print("--keep-going and --races-json go with --check-races", file=sys.stderr)
-        return 2
-    if not argv:
-        print(USAGE, file=sys.stderr)
-        return 2
+    opts, prog = parse(argv)
+    races, keep_going, json_path = opts.check_races, opts.keep_going, opts.races_json
     from . import dropin
     dropin.install()
     if races:
         from . import races as _races
         _races.enable(keep_going=keep_going or bool(json_path), json_path=json_path, at_exit=False)
-    if argv[0] == "-m" and len(argv) < 2:
-        print(USAGE, file=sys.stderr)
-        return 2
     try:
-        if argv[0] == "-m":
-            sys.argv = argv[1:]
-            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        if opts.module is not None:
+            sys.argv = prog
+            runpy.run_module(opts.module, run_name="__main__", alter_sys=True)
         else:
-            sys.argv = argv
-            sys.path[0] = os.path.dirname(os.path.abspath(argv[0]))
-            runpy.run_path(argv[0], run_name="__main__")
+            sys.argv = prog
+            sys.path[0] = os.path.dirname(os.path.abspath(prog[0]))
+            runpy.run_path(prog[0], run_name="__main__")
     except SystemExit as exc:  # sys.exit(0) is the program's normal end
         if _status(exc.code):
             if not isinstance(exc.code, int):

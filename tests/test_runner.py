@@ -114,6 +114,37 @@ def test_runner_usage():
     assert rc == 2 and "usage" in out
     rc, out = _run([sys.executable, "-m", "hixl_rma", "--help"])
     assert rc == 0 and "usage" in out
+    for option in ("--version", "--check-races", "--keep-going", "--races-json FILE", "-m MODULE", "script"):
+        assert option in out, (option, out)
+    assert "exit 3 if any" in out and "Exit status" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--check-race", "prog.py"], "unrecognized arguments: --check-race"),
+    (["--check", "prog.py"], "unrecognized arguments: --check"),  # no abbreviations
+    (["--keep-going", "prog.py"], "--keep-going and --races-json go with --check-races"),
+    (["--check-races", "--races-json"], "argument --races-json: expected one argument"),
+    (["no_such_program.py"], "can't open file 'no_such_program.py'"),
+])
+def test_runner_refuses_a_bad_command_line(tmp_path, argv, message):
+    """A mistyped option is an error naming it, never taken for the program."""
+    (tmp_path / "prog.py").write_text("print('ran')\n")
+    rc, out = procutil.run([sys.executable, "-m", "hixl_rma", *argv], None, RUN_TIMEOUT_S, cwd=str(tmp_path))
+    assert rc == 2, out
+    assert message in out and "usage: python -m hixl_rma" in out and "Traceback" not in out
+    assert "ran" not in out
+
+
+def test_runner_version():
+    rc, out = _run([sys.executable, "-m", "hixl_rma", "--version"])
+    assert rc == 0 and out.startswith("hixl_rma ") and "UCX" in out and "NIXL" in out, out
+
+
+def test_runner_passes_the_programs_own_options_through(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text("import sys\nprint('argv', sys.argv[1:])\n")
+    rc, out = _run([sys.executable, "-m", "hixl_rma", str(prog), "--check-races", "-m", "x"])
+    assert rc == 0 and "argv ['--check-races', '-m', 'x']" in out, out
 
 
 def test_install_and_uninstall_in_process():

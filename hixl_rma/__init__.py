@@ -7,9 +7,22 @@ MPI, and ``python -m hixl_rma prog.py`` must leave that to the program (it
 may set ``mpi4py.rc.initialize = False`` and call ``MPI.Init_thread``).
 """
 import importlib
+import importlib.util
+import os
 import sys
 
 from ._ucx import load as _load_ucx
+
+if importlib.util.find_spec(__name__ + "._engine") is None:
+    # A checkout of the sources first on sys.path (the current directory
+    # under ``python -m``, a script's own directory) shadows the installed
+    # package; what it lacks is the compiled engine, which would otherwise
+    # surface later as a bare "cannot import name '_engine'".
+    raise ImportError(
+        f"hixl_rma was imported from {os.path.dirname(os.path.abspath(__file__))}, which has no compiled engine "
+        f"(hixl_rma._engine): a source checkout shadows the installed package when Python runs from it or from a "
+        f"script inside it. Run from another directory, or build the checkout in place (pip install -e .)",
+        name=__name__ + "._engine")
 
 UCX_VERSION, UCX_ORIGIN = _load_ucx()
 __version__ = "0.1.0"

@@ -220,3 +220,19 @@ def test_a_rank_whose_program_fails_ends_the_job(tmp_path, how):
                   "sys.exit(0)\n")
     rc, out = _run([MPIEXEC, "-n", "2", sys.executable, "-m", "hixl_rma", str(ok)])
     assert rc == 0 and out.count("done") == 2, out
+
+
+def test_a_source_tree_without_the_engine_says_so(tmp_path):
+    """A checkout first on sys.path shadows the installed package: the
+    import names that cause and the fix, not a bare "cannot import _engine"."""
+    import shutil
+    import hixl_rma
+    src = os.path.dirname(hixl_rma.__file__)
+    shutil.copytree(src, tmp_path / "hixl_rma", ignore=shutil.ignore_patterns("*.so", "__pycache__"))
+    code = ("import sys\n"
+            "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]\n"
+            "import hixl_rma\n")
+    rc, out = procutil.run([sys.executable, "-c", code], None, RUN_TIMEOUT_S, cwd=str(tmp_path))
+    assert rc == 1, out
+    assert f"hixl_rma was imported from {tmp_path / 'hixl_rma'}, which has no compiled engine" in out, out
+    assert "Run from another directory, or build the checkout in place (pip install -e .)" in out

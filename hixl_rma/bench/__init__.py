@@ -16,7 +16,7 @@ write nothing.
 Workload modules are imported to build the command line, so they import
 nothing heavy at module level: ``hixl_rma`` (which loads UCX) and ``mpi4py``
 are imported inside ``run``, in the order the workload needs (one UCX per
-process: see DESIGN.md).
+process: see the engine page of the documentation).
 """
 from __future__ import annotations
 

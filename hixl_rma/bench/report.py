@@ -40,6 +40,8 @@ def fmt_num(x: Optional[float], digits: int = 2) -> str:
         return "-"
     if abs(x) >= 1000:
         return f"{x:,.0f}"
+    if 0 < abs(x) < 1:  # significant digits: an 8 B row's GB/s is not "0.00"
+        return f"{x:.{digits + 1}g}"
     return f"{x:.{digits}f}"
 
 

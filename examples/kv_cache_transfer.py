@@ -389,6 +389,11 @@ def report(name, mode, args, lay, arrivals, ok, cpus):
           f"{extra}  verification: {'PASSED' if ok else 'FAILED'}")
 
 
+# What each row of report() says, in its order: printed once above the rows.
+HEADER = ("  backend  mode       layers x blocks x block = total   GB/s   first layer / last layer arrived (ms)   "
+          "CPU of prefill and decode ranks   verification")
+
+
 def _runs(args):
     """What one invocation runs: (name, mode, function, argument overrides)."""
     if args.preset == "seed":
@@ -474,6 +479,8 @@ def main(argv=None):
                     runs = [r for r in runs if r[0] != name]
                     if not prefill:
                         print(f"{name:>9}  skipped: {why}", flush=True)
+        if not prefill and runs:
+            print(HEADER, flush=True)
         for name, mode, fn, extra in runs:
             run_args = argparse.Namespace(**{**vars(args), "mode": mode, **extra})
             arrivals, ok, cpu = fn(run_args, lay, sub, peer, prefill, sums)

@@ -17,7 +17,10 @@ import numpy as np
 
 from hixl_rma import nixl as hn
 
+if len(sys.argv) < 3 or sys.argv[1] not in ("target", "initiator"):
+    sys.exit(__doc__)
 role, folder = sys.argv[1], sys.argv[2]
+os.makedirs(folder, exist_ok=True)  # either side may start first
 backend = sys.argv[3] if len(sys.argv) > 3 else "HIXL_RMA"
 me, other = ("target", "initiator") if role == "target" else ("initiator", "target")
 agent = hn.agent(me, [backend])  # raises if the backend is not there

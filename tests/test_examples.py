@@ -91,6 +91,7 @@ def test_kv_cache_transfer_small(ranks, extra, lines):
         assert all(p in proc.stdout for p in pairs), out
     else:
         assert proc.stdout.count("CPU prefill") == lines, out
+        assert proc.stdout.count("  backend  mode ") == 1, out  # the rows' header, once
     if "--compute-ms" in extra:
         assert proc.stdout.count("compute alone    4.00 ms") == lines, out
     if "--preset" in extra:

@@ -393,8 +393,10 @@ def test_two_processes_across_simulated_hosts(tmp_path):
 
 @pytest.mark.parametrize("backend", ["HIXL_RMA", "UCX"])
 def test_readme_example_two_processes(tmp_path, backend):
-    """examples/nixl_two_process.py, as the README runs it."""
+    """examples/nixl_two_process.py, as the README runs it, with a rendezvous
+    folder that does not exist yet (the example makes it)."""
     example = HERE.parent / "examples" / "nixl_two_process.py"
+    tmp_path = tmp_path / "rendezvous"
     target = subprocess.Popen([sys.executable, str(example), "target", str(tmp_path), backend], env=_env(),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:

@@ -89,7 +89,7 @@ Status Connector::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> 
       return FromUcs(s, "cannot unpack a remote key of " + peer.name);
     }
     void *ptr = nullptr;
-    if (options_.direct && ucp_rkey_ptr(r.rkey->get(), addr, &ptr) == UCS_OK) {
+    if (options_.mapped && ucp_rkey_ptr(r.rkey->get(), addr, &ptr) == UCS_OK) {
       r.mapped = static_cast<char *>(ptr);
       prefaulter_.Add(r.mapped, len, r.rkey);
     }

@@ -27,6 +27,13 @@ struct AsyncTransfer {
 
 }  // namespace
 
+void DataPlane::Start() {
+  order_.Clear();
+  order_.Add(mapped_, options_.mapped);  // a mapping beats a system call
+  order_.Add(cma_, options_.cma != CmaMode::OFF);
+  order_.Add(ucx_);  // takes whatever the others leave
+}
+
 Status DataPlane::LookupPeer(const std::string &remote, PeerPtr &peer) {
   if (!control_.started()) return Fail(FAILED, "engine is not initialized");
   peer = control_.Find(remote);
@@ -102,7 +109,7 @@ Status DataPlane::PostOne(Peer &peer, TransferOp op, const TransferOpDesc &d, bo
   const RemoteRegion *r = peer.Find(d.remote_addr, d.len);
   if (r == nullptr || !peer.ep) return SUCCESS;
   done = true;
-  Status st = PathFor(ChoosePath(peer, *r, local_host)).MoveOne(peer, peer.ep->get(), op, d, *r, posted);
+  Status st = PathFor(Choose(peer, *r, local_host)).MoveOne(peer, peer.ep->get(), op, d, *r, posted);
   if (st != SUCCESS) return st;
   if (op == WRITE) {
     bytes_written_ += d.len;
@@ -145,7 +152,7 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyD
   for (size_t i = 0; i < descs.size(); ++i) {
     if (where[i] == nullptr) continue;
     bytes += descs[i].len;
-    blocks[static_cast<size_t>(ChoosePath(*peer, *where[i], local_host))].push_back(i);
+    blocks[static_cast<size_t>(Choose(*peer, *where[i], local_host))].push_back(i);
   }
   const PostBatch batch{peer, peer->ep->get(), op, descs, where.data(), detach, priority};
   PostOutcome out;
@@ -357,7 +364,7 @@ Status DataPlane::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t 
   }
   ++atomic_ops_;
   ++peer->ops;
-  if (r->mapped != nullptr) {
+  if (Choose(*peer, *r, true, PATH_ATOMICS) == PathKind::MAPPED) {
     // Same-node, UCX-allocated memory: a CPU atomic on the shared mapping.
     const uint64_t old =
         ext::AtomicApply(op, reinterpret_cast<uint64_t *>(r->mapped + (addr - r->addr)), value, compare);

@@ -56,6 +56,8 @@ class DataPlane {
       : options_(options), control_(control), copier_(copier), mapped_(options, copier), cma_(options) {}
   DataPlane(const DataPlane &) = delete;
   DataPlane &operator=(const DataPlane &) = delete;
+  /** @brief The paths the options enable, best first (at Initialize, before any data call). */
+  void Start();
 
   Status TransferSync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
                       int32_t timeout_ms);
@@ -109,6 +111,9 @@ class DataPlane {
    *  done (Post's general path takes it). */
   Status PostOne(Peer &peer, TransferOp op, const TransferOpDesc &d, bool local_host, bool &posted, bool &done);
   Path &PathFor(PathKind kind) { return *paths_[static_cast<size_t>(kind)]; }
+  PathKind Choose(const Peer &peer, const RemoteRegion &r, bool local_host, uint32_t need = 0) const {
+    return ChoosePath(order_, peer, r, local_host, need);
+  }
   /** @brief Remote completion of what was posted to peer; `detached`: after its detached jobs of
    *  `priority` or higher too. */
   Status WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached = true,
@@ -124,6 +129,7 @@ class DataPlane {
   MappedPath mapped_;
   CmaPath cma_;
   Path *const paths_[kPathKinds] = {&ucx_, &mapped_, &cma_};  ///< by PathKind
+  PathOrder order_;  ///< the enabled paths, best first (Start)
 
   std::mutex async_mu_;
   std::set<void *> async_;  ///< TransferAsync requests not yet reported finished

@@ -15,6 +15,7 @@ Status HixlImpl::Initialize(const std::string &local, const std::map<AscendStrin
     return engine::Fail(PARAM_INVALID, "local engine '" + local + "' is not \"ip:port\" or \"[ipv6]:port\"");
   Status st = engine::ParseOptions(options, options_);
   if (st != SUCCESS) return st;
+  data_.Start();
   telemetry_.Enable(options_.telemetry);
   st = control_.Start(hp);
   if (st == SUCCESS) copier_.Start();
@@ -56,7 +57,7 @@ Status HixlImpl::GetCapabilities(ext::Capabilities &caps) const {
   if (!initialized()) return engine::Fail(FAILED, "GetCapabilities: engine is not initialized");
   uint64_t flags = kBuiltCapabilities;
   // The copy thread serves only copies into mapped memory.
-  if (!options_.direct) flags &= ~(ext::CAP_PATH_MAPPED | ext::CAP_DETACH);
+  if (!options_.mapped) flags &= ~(ext::CAP_PATH_MAPPED | ext::CAP_DETACH);
   if (options_.cma == engine::CmaMode::OFF) flags &= ~ext::CAP_PATH_CMA;
   caps.flags = flags;
   return SUCCESS;

@@ -54,7 +54,7 @@ Status ParseOptions(const std::map<AscendString, AscendString> &options, Options
       cma = val;
     } else if (key == ext::OPTION_DIRECT) {
       if (val != "0" && val != "1") return Fail(PARAM_INVALID, "option Direct must be 0 or 1, got '" + val + "'");
-      out.direct = val == "1";
+      out.mapped = val == "1";
     } else if (key == ext::OPTION_TELEMETRY) {
       if (val != "0" && val != "1") return Fail(PARAM_INVALID, "option Telemetry must be 0 or 1, got '" + val + "'");
       out.telemetry = val == "1";
@@ -70,7 +70,7 @@ Status ParseOptions(const std::map<AscendString, AscendString> &options, Options
   if (!ParseCmaMode(cma, out.cma)) return Fail(PARAM_INVALID, "option Cma must be 1, 0 or short, got '" + cma + "'");
   // Mapping a peer's memory bypasses the transports UCX_TLS selects; when the
   // user narrowed UCX_TLS to network transports, honour that and never map.
-  out.direct = out.direct && UcxTlsEnables({"sm", "shm", "posix", "sysv", "all", "mm"});
+  out.mapped = out.mapped && UcxTlsEnables({"sm", "shm", "posix", "sysv", "all", "mm"});
   return SUCCESS;
 }
 

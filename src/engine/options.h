@@ -33,7 +33,7 @@ struct Options {
   int32_t timeout_ms = kDefaultTimeoutMs;   ///< TimeoutMs: internal waits, and calls given no timeout
   long poll_us = kDefaultPollUs;            ///< PollUs
   CmaMode cma = CmaMode::OFF;               ///< Cma, as far as UCX_TLS allows cma
-  bool direct = true;                       ///< Direct, as far as UCX_TLS allows mapping
+  bool mapped = true;                       ///< the mapped path (option Direct), as far as UCX_TLS allows mapping
   size_t cma_threads = 0;                   ///< CmaThreads; 0: not set (see ThreadsFor)
   bool telemetry = false;                   ///< Telemetry
 };

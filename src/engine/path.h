@@ -2,13 +2,16 @@
 //
 // The data plane resolves every block of a post against the peer's memory
 // table, asks ChoosePath which path takes it, and hands each path its
-// blocks. Which paths a block may take is capability, learnt once and kept
-// where the rest of the connection's state is: a region is mapped here or
-// not (decided when the peer's table is decoded), a peer is reachable by cma
-// or not (decided at the handshake, withdrawn at the first refusal), the
-// local buffer is host memory or not (the caller says). A new transport
-// (RDMA lanes, device memory) is one more Path and one more case of
-// ChoosePath; nothing else in the data plane changes.
+// blocks. Each path describes itself: what it can do (its capability bits)
+// and which blocks it takes (Accepts). Whether it takes a block is
+// capability, learnt once and kept where the rest of the connection's state
+// is: a region is mapped here or not (decided when the peer's table is
+// decoded), a peer is reachable by cma or not (decided at the handshake,
+// withdrawn at the first refusal), the local buffer is host memory or not
+// (the caller says). ChoosePath asks the enabled paths, best first, and the
+// first that accepts takes the block. A new transport (RDMA lanes, device
+// memory) is one more Path and one more place in that order; nothing else in
+// the data plane changes.
 #ifndef HIXL_ENGINE_PATH_H
 #define HIXL_ENGINE_PATH_H
 
@@ -34,14 +37,15 @@ enum class PathKind : uint8_t {
 };
 constexpr size_t kPathKinds = 3;
 
-/** @brief The path one block takes: `r` is the block's region of `peer`, `local_host` whether the local
- *         buffer is host memory (device memory is never touched by the CPU). */
-inline PathKind ChoosePath(const Peer &peer, const RemoteRegion &r, bool local_host) {
-  if (!local_host) return PathKind::UCX;
-  if (r.mapped != nullptr) return PathKind::MAPPED;
-  if (r.type == MEM_HOST && peer.cma.load(std::memory_order_relaxed)) return PathKind::CMA;
-  return PathKind::UCX;
-}
+/** @brief What a path can do: what a caller may ask of it beyond moving a block. */
+enum PathCap : uint32_t {
+  PATH_ONE_SIDED = 1u << 0,        ///< no code of the target's engine takes part in a move
+  PATH_TARGET_PROGRESS = 1u << 1,  ///< may complete only while the target progresses (UCX emulating RMA)
+  PATH_GETS = 1u << 2,             ///< READs, not only WRITEs
+  PATH_ATOMICS = 1u << 3,          ///< 8-byte atomics on the peer's memory
+  PATH_DEVICE = 1u << 4,           ///< device memory at either end
+  PATH_SYNC = 1u << 5,             ///< complete at the target when the move returns (unless detached)
+};
 
 /** @brief One post's blocks, resolved under the peer's shared table lock (held while a path moves them). */
 struct PostBatch {
@@ -64,6 +68,18 @@ struct PostOutcome {
 class Path {
  public:
   virtual ~Path() = default;
+  /** @brief Which one it is (its place in a batch's run order, and its counters). */
+  virtual PathKind kind() const = 0;
+  /** @brief Its name in messages and logs. */
+  virtual const char *name() const = 0;
+  /** @brief What it can do (PathCap bits). */
+  virtual uint32_t caps() const = 0;
+  /**
+   * @brief Whether it takes a block whose region of `peer` is `r`; `local_host`: the local buffer is host
+   *        memory (device memory is never touched by the CPU). Reads only atomics and what the caller's
+   *        shared table lock holds still: nothing allocated, no clock read.
+   */
+  virtual bool Accepts(const Peer &peer, const RemoteRegion &r, bool local_host) const = 0;
   /**
    * @brief Move one block of the common call: nothing allocated, no clock read.
    * @param posted set when the block left a UCX operation for a flush to complete.
@@ -75,6 +91,36 @@ class Path {
   /** @brief Fill in the counters this path keeps. */
   virtual void AddStats(ext::Stats &) const {}
 };
+
+/** @brief The enabled paths, best first (a mapping before a system call before UCX); the last takes every
+ *         block, so a choice always exists. */
+class PathOrder {
+ public:
+  void Clear() { n_ = 0; }
+  /** @brief Append `p` (no-op when `enabled` is false: a disabled path is never asked). */
+  void Add(Path &p, bool enabled = true) {
+    if (enabled && n_ < kPathKinds) order_[n_++] = &p;
+  }
+  size_t size() const { return n_; }
+  Path *const *begin() const { return order_; }
+  Path *const *end() const { return order_ + n_; }
+
+ private:
+  Path *order_[kPathKinds] = {};
+  size_t n_ = 0;
+};
+
+/**
+ * @brief The path one block takes: the first enabled path, best first, that has every capability in `need`
+ *        and accepts the block (`r` its region of `peer`, `local_host` as for Path::Accepts). UCX when none
+ *        does (it is last in every order the engine makes).
+ */
+inline PathKind ChoosePath(const PathOrder &order, const Peer &peer, const RemoteRegion &r, bool local_host,
+                           uint32_t need = 0) {
+  for (const Path *p : order)
+    if ((p->caps() & need) == need && p->Accepts(peer, r, local_host)) return p->kind();
+  return PathKind::UCX;
+}
 
 }  // namespace engine
 }  // namespace hixl

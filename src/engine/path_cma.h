@@ -21,6 +21,13 @@ namespace engine {
 class CmaPath final : public Path {
  public:
   explicit CmaPath(const Options &options) : options_(options) {}
+  PathKind kind() const override { return PathKind::CMA; }
+  const char *name() const override { return "cma"; }
+  uint32_t caps() const override { return PATH_ONE_SIDED | PATH_GETS | PATH_SYNC; }
+  /** @brief Registered host memory of a peer cma reaches (until its first refusal), from host memory. */
+  bool Accepts(const Peer &peer, const RemoteRegion &r, bool local_host) const override {
+    return local_host && r.type == MEM_HOST && peer.cma.load(std::memory_order_relaxed);
+  }
   Status MoveOne(Peer &peer, ucp_ep_h ep, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
                  bool &posted) override;
   Status Move(const PostBatch &batch, const std::vector<size_t> &blocks, PostOutcome &out) override;

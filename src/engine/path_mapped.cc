@@ -13,7 +13,7 @@ namespace engine {
 Status MappedPath::MoveOne(Peer &, ucp_ep_h, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
                            bool &) {
   CopyBlock(r.mapped + (d.remote_addr - r.addr), reinterpret_cast<char *>(d.local_addr), d.len, op == WRITE, false);
-  ++direct_ops_;
+  ++mapped_ops_;
   return SUCCESS;
 }
 
@@ -26,7 +26,7 @@ Status MappedPath::Move(const PostBatch &batch, const std::vector<size_t> &block
     mapped.Add(r.mapped + (d.remote_addr - r.addr), reinterpret_cast<char *>(d.local_addr), d.len);
     if (batch.detach && (keys.empty() || keys.back() != r.rkey)) keys.push_back(r.rkey);
   }
-  direct_ops_ += blocks.size();
+  mapped_ops_ += blocks.size();
   const bool write = batch.op == WRITE;
   const bool stream = write && ShouldStream(batch.descs);
   // On one core a copy thread would only take turns with the caller.

@@ -12,6 +12,13 @@ namespace engine {
 
 class UcxPath final : public Path {
  public:
+  PathKind kind() const override { return PathKind::UCX; }
+  const char *name() const override { return "ucx"; }
+  uint32_t caps() const override {
+    return PATH_ONE_SIDED | PATH_TARGET_PROGRESS | PATH_GETS | PATH_ATOMICS | PATH_DEVICE;
+  }
+  /** @brief Every block: whatever the others leave. */
+  bool Accepts(const Peer &, const RemoteRegion &, bool) const override { return true; }
   Status MoveOne(Peer &peer, ucp_ep_h ep, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
                  bool &posted) override;
   Status Move(const PostBatch &batch, const std::vector<size_t> &blocks, PostOutcome &out) override;

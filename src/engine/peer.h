@@ -31,7 +31,7 @@ struct RemoteRegion {
   size_t len;
   uint32_t type;
   std::shared_ptr<RemoteKey> rkey;  ///< keeps the peer's endpoint alive
-  char *mapped;  ///< direct pointer to addr when the region is mapped here, else null
+  char *mapped;  ///< addr as mapped into this process (the mapped path), else null
 };
 
 /** @brief A control request's answer, and how many invalidations had been applied when it arrived. */

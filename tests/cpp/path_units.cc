@@ -1,4 +1,5 @@
-// Unit tests of the data plane's paths (path.h): which path a block takes,
+// Unit tests of the data plane's paths (path.h): which path a block takes
+// (the loop over the paths, as the if-chain it replaced chose), what each says it can do,
 // and the mapped path's batch move (what it copies, what it leaves behind,
 // what it counts). The peer's memory is plain memory of this process posing
 // as a mapped region; no UCX endpoint is made.
@@ -8,12 +9,15 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "detached.h"
 #include "options.h"
 #include "path.h"
+#include "path_cma.h"
 #include "path_mapped.h"
+#include "path_ucx.h"
 #include "peer.h"
 
 using namespace hixl;
@@ -25,25 +29,111 @@ RemoteRegion Region(char *mapped, uintptr_t addr, size_t len, uint32_t type = ME
   return RemoteRegion{1, addr, len, type, nullptr, mapped};
 }
 
+/** The choice as it was made before the paths described themselves: the loop must make the same one. */
+PathKind ChainChoice(const Peer &peer, const RemoteRegion &r, bool local_host) {
+  if (!local_host) return PathKind::UCX;
+  if (r.mapped != nullptr) return PathKind::MAPPED;
+  if (r.type == MEM_HOST && peer.cma.load(std::memory_order_relaxed)) return PathKind::CMA;
+  return PathKind::UCX;
+}
+
+/** The engine's three paths, and their order as DataPlane::Start makes it. */
+struct Paths {
+  Options options;
+  Copier copier;  // never started
+  UcxPath ucx;
+  MappedPath mapped{options, copier};
+  CmaPath cma{options};
+  PathOrder Order(bool with_mapped = true, bool with_cma = true) {
+    PathOrder o;
+    o.Add(mapped, with_mapped);
+    o.Add(cma, with_cma);
+    o.Add(ucx);
+    return o;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("ChoosePath: device memory by UCX, a mapped region by memcpy, a cma peer's host memory by cma") {
+  Paths paths;
+  const PathOrder order = paths.Order();
   Peer peer;
   char word[8];
   const RemoteRegion mapped = Region(word, 0x1000, 8);
   const RemoteRegion host = Region(nullptr, 0x1000, 8);
   const RemoteRegion device = Region(nullptr, 0x1000, 8, MEM_DEVICE);
 
-  CHECK(ChoosePath(peer, mapped, true) == PathKind::MAPPED);
-  CHECK(ChoosePath(peer, host, true) == PathKind::UCX);  // no cma to this peer
-  CHECK(ChoosePath(peer, mapped, false) == PathKind::UCX);  // a device buffer is never touched by the CPU
+  CHECK(ChoosePath(order, peer, mapped, true) == PathKind::MAPPED);  // a mapped region, same host
+  CHECK(ChoosePath(order, peer, host, true) == PathKind::UCX);  // no cma to this peer (another host)
+  CHECK(ChoosePath(order, peer, mapped, false) == PathKind::UCX);  // a device buffer is never touched by the CPU
   peer.cma = true;
-  CHECK(ChoosePath(peer, host, true) == PathKind::CMA);
-  CHECK(ChoosePath(peer, device, true) == PathKind::UCX);  // cma reaches host memory only
-  CHECK(ChoosePath(peer, mapped, true) == PathKind::MAPPED);  // a mapping beats a system call
-  CHECK(ChoosePath(peer, host, false) == PathKind::UCX);
+  CHECK(ChoosePath(order, peer, host, true) == PathKind::CMA);  // plain memory, same host
+  CHECK(ChoosePath(order, peer, device, true) == PathKind::UCX);  // cma reaches host memory only
+  CHECK(ChoosePath(order, peer, mapped, true) == PathKind::MAPPED);  // a mapping beats a system call
+  CHECK(ChoosePath(order, peer, host, false) == PathKind::UCX);
   peer.cma = false;  // withdrawn at the first refusal: UCX from then on
-  CHECK(ChoosePath(peer, host, true) == PathKind::UCX);
+  CHECK(ChoosePath(order, peer, host, true) == PathKind::UCX);
+}
+
+TEST_CASE("ChoosePath: the loop over the paths picks what the if-chain picked, in every case") {
+  Paths paths;
+  const PathOrder order = paths.Order();
+  char word[8];
+  const RemoteRegion regions[] = {Region(word, 0x1000, 8), Region(nullptr, 0x1000, 8),
+                                  Region(nullptr, 0x1000, 8, MEM_DEVICE), Region(word, 0x1000, 8, MEM_DEVICE)};
+  int cases = 0;
+  for (bool cma : {false, true})
+    for (const RemoteRegion &r : regions)
+      for (bool local_host : {false, true}) {
+        Peer peer;
+        peer.cma = cma;
+        CAPTURE(cma);
+        CAPTURE(r.type);
+        CAPTURE(r.mapped != nullptr);
+        CAPTURE(local_host);
+        CHECK(ChoosePath(order, peer, r, local_host) == ChainChoice(peer, r, local_host));
+        ++cases;
+      }
+  CHECK(cases == 16);
+}
+
+TEST_CASE("ChoosePath: a disabled path is skipped; a need the path lacks passes it over") {
+  Paths paths;
+  Peer peer;
+  peer.cma = true;
+  char word[8];
+  const RemoteRegion mapped = Region(word, 0x1000, 8);
+  const RemoteRegion host = Region(nullptr, 0x1000, 8);
+
+  CHECK(ChoosePath(paths.Order(false), peer, mapped, true) == PathKind::CMA);  // option Direct "0"
+  CHECK(ChoosePath(paths.Order(true, false), peer, host, true) == PathKind::UCX);  // option Cma "0"
+  CHECK(ChoosePath(paths.Order(false, false), peer, mapped, true) == PathKind::UCX);
+  CHECK(paths.Order(false, false).size() == 1);
+
+  // Atomics: a CPU atomic through a mapping, else UCX's; cma has none.
+  const PathOrder order = paths.Order();
+  CHECK(ChoosePath(order, peer, mapped, true, PATH_ATOMICS) == PathKind::MAPPED);
+  CHECK(ChoosePath(order, peer, host, true, PATH_ATOMICS) == PathKind::UCX);
+}
+
+TEST_CASE("Path: each describes itself") {
+  Paths paths;
+  CHECK(paths.ucx.kind() == PathKind::UCX);
+  CHECK(paths.mapped.kind() == PathKind::MAPPED);
+  CHECK(paths.cma.kind() == PathKind::CMA);
+  CHECK(std::string(paths.ucx.name()) == "ucx");
+  CHECK(std::string(paths.mapped.name()) == "mapped");
+  CHECK(std::string(paths.cma.name()) == "cma");
+  for (const Path *p : {static_cast<const Path *>(&paths.ucx), static_cast<const Path *>(&paths.mapped),
+                        static_cast<const Path *>(&paths.cma)})
+    CHECK((p->caps() & (PATH_ONE_SIDED | PATH_GETS)) == (PATH_ONE_SIDED | PATH_GETS));
+  CHECK((paths.ucx.caps() & PATH_DEVICE) != 0);  // the only one that reaches device memory
+  CHECK((paths.mapped.caps() & PATH_DEVICE) == 0);
+  CHECK((paths.cma.caps() & PATH_DEVICE) == 0);
+  CHECK((paths.cma.caps() & PATH_ATOMICS) == 0);
+  CHECK((paths.mapped.caps() & PATH_SYNC) != 0);
+  CHECK((paths.ucx.caps() & PATH_SYNC) == 0);  // a flush completes what it posts
 }
 
 TEST_CASE("MappedPath: a batch's blocks land at their offsets, others untouched, counted, nothing left behind") {

@@ -100,7 +100,7 @@ HIXL_EXT_CALL(Status, PostTo, (Hixl &engine, PeerRef *peer, TransferOp operation
 HIXL_EXT_CALL(Status, FlushPeer, (Hixl &engine, PeerRef *peer, int32_t timeout_in_millis), UNSUPPORTED)
 
 /**
- * @brief Direct pointer to [remote_addr, remote_addr + len) of a peer when
+ * @brief The mapped path's pointer to [remote_addr, remote_addr + len) of a peer when
  *        that region is mapped into this process; UNSUPPORTED otherwise.
  */
 HIXL_EXT_CALL(Status, RemotePtr, (Hixl &engine, const AscendString &remote_engine, uintptr_t remote_addr, size_t len, void *&ptr), UNSUPPORTED)

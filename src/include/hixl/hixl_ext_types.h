@@ -41,7 +41,7 @@ constexpr const char *OPTION_TIMEOUT_MS = "TimeoutMs";
 constexpr const char *OPTION_POLL_US = "PollUs";
 /** @brief Option: "1" (default) the engine's own cma to same-node peers, "0" none, "short" a test mode. */
 constexpr const char *OPTION_CMA = "Cma";
-/** @brief Option: "1" (default) map same-node peers' engine memory, "0" never. */
+/** @brief Option: "1" (default) the mapped path (map same-node peers' engine memory), "0" never. */
 constexpr const char *OPTION_DIRECT = "Direct";
 /** @brief Option: threads that share a same-node transfer of kShareMinBytes or more, taken as
  *         given up to the cores allowed (default, or empty: one helper where a core is idle). */
@@ -103,7 +103,7 @@ struct Stats {
   uint64_t bytes_written;
   uint64_t bytes_read;
   uint64_t transfer_ops;     ///< blocks moved
-  uint64_t direct_ops;       ///< blocks moved by memcpy through a mapped peer region
+  uint64_t direct_ops;       ///< blocks moved by the mapped path (memcpy through a mapped peer region)
   uint64_t atomic_ops;
   uint64_t notifies_sent;
   uint64_t notifies_received;
@@ -198,7 +198,7 @@ enum Capability : uint64_t {
   CAP_OPTIONS = 1ULL << 13,       ///< takes the options above (OPTION_*)
   CAP_PRIORITY = 1ULL << 14,      ///< Priority honoured where work to a peer queues
   CAP_DETACH = 1ULL << 15,        ///< TransferPost(detach): large mapped copies left to a copy thread
-  CAP_PATH_MAPPED = 1ULL << 16,   ///< the mapped-memory path (option Direct)
+  CAP_PATH_MAPPED = 1ULL << 16,   ///< the mapped path (option Direct; RemotePtr's pointers)
   CAP_PATH_CMA = 1ULL << 17,      ///< the engine's own cma path (option Cma, as UCX_TLS allows)
   CAP_PATH_UCX = 1ULL << 18,      ///< UCX RMA operations (every block no other path takes)
   CAP_BULK_LANE = 1ULL << 19,     ///< bulk-priority UCX traffic over a second connection per peer

@@ -42,6 +42,12 @@ Status DataPlane::LookupPeer(const std::string &remote, PeerPtr &peer) {
   return SUCCESS;
 }
 
+Status DataPlane::CheckPeer(const PeerPtr &peer) const {
+  if (!control_.started()) return Fail(FAILED, "engine is not initialized");
+  if (peer->dead) return peer->Error("transfer");  // as LookupPeer words it
+  return SUCCESS;
+}
+
 PeerPtr DataPlane::BulkRoute(const PeerPtr &peer, LazyDeadline &deadline) {
   // A same-node peer's bytes go by memcpy or cma, which the copy thread
   // already orders by priority: a lane would add nothing there.
@@ -238,6 +244,12 @@ Status DataPlane::TransferAsync(const std::string &remote, TransferOp op, const 
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
+  return TransferAsyncPeer(peer, op, descs, req);
+}
+
+Status DataPlane::TransferAsyncPeer(const PeerPtr &peer, TransferOp op, DescSpan descs, TransferReq &req) {
+  Status st = CheckPeer(peer);
+  if (st != SUCCESS) return st;
   bool posted = false;
   st = Post(peer, op, descs, LazyDeadline(options_.timeout_ms), posted);
   if (st != SUCCESS) return st;
@@ -248,7 +260,7 @@ Status DataPlane::TransferAsync(const std::string &remote, TransferOp op, const 
     if (!ep) return peer->Gone("TransferAsync");
     worker = ep->worker();
     flush = FlushEp(ep->get());
-    if (UCS_PTR_IS_ERR(flush)) return FromUcs(UCS_PTR_STATUS(flush), "TransferAsync to " + remote);
+    if (UCS_PTR_IS_ERR(flush)) return FromUcs(UCS_PTR_STATUS(flush), "TransferAsync to " + peer->name);
   }
   auto *t = new AsyncTransfer{peer, std::move(worker), flush};
   {
@@ -349,6 +361,14 @@ Status DataPlane::Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t 
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
   if (st != SUCCESS) return st;
+  return AtomicPeer(peer, op, addr, value, compare, result, timeout_ms);
+}
+
+Status DataPlane::AtomicPeer(const PeerPtr &peer, ext::AtomicOp op, uintptr_t addr, uint64_t value,
+                             uint64_t compare, uint64_t *result, int32_t timeout_ms) {
+  Status st = CheckPeer(peer);
+  if (st != SUCCESS) return st;
+  const std::string &remote = peer->name;
   if (addr % 8 != 0) return Fail(PARAM_INVALID, "atomic: " + Range(addr, 8) + " is not 8-byte aligned");
   if (result == nullptr && (op == ext::AtomicOp::SWAP || op == ext::AtomicOp::CSWAP))
     return Fail(PARAM_INVALID, "atomic: SWAP and CSWAP need a result");
@@ -473,11 +493,26 @@ Status DataPlane::SendNotify(const std::string &remote, const NotifyDesc &notify
   return SendNotifyTo(peer, notify, DeadlineIn(timeout_ms), true);
 }
 
+Status DataPlane::SendNotifyPeer(const PeerPtr &peer, const NotifyDesc &notify, int32_t timeout_ms,
+                                 ext::Priority priority) {
+  Status st = CheckPeer(peer);
+  if (st != SUCCESS) return st;
+  return SendNotifyTo(peer, notify, DeadlineIn(timeout_ms), true, priority);
+}
+
 Status DataPlane::PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms,
                              bool &queued, ext::Priority priority) {
   queued = false;
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);
+  if (st != SUCCESS) return st;
+  return PostNotifyPeer(peer, notify, timeout_ms, queued, priority);
+}
+
+Status DataPlane::PostNotifyPeer(const PeerPtr &peer, const NotifyDesc &notify, int32_t timeout_ms, bool &queued,
+                                 ext::Priority priority) {
+  queued = false;
+  Status st = CheckPeer(peer);
   if (st != SUCCESS) return st;
   // Nothing it must follow is detached (lower priorities' work it passes):
   // sent now, by this caller.

@@ -77,6 +77,11 @@ class DataPlane {
   Status FlushPeer(const PeerPtr &peer, int32_t timeout_ms, ext::Priority priority = ext::Priority::NORMAL);
   Status Atomic(const std::string &remote, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
                 uint64_t *result, int32_t timeout_ms);
+  /** @brief Atomic on a resolved peer. */
+  Status AtomicPeer(const PeerPtr &peer, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
+                    uint64_t *result, int32_t timeout_ms);
+  /** @brief TransferAsync on a resolved peer. */
+  Status TransferAsyncPeer(const PeerPtr &peer, TransferOp op, DescSpan descs, TransferReq &req);
   /** @brief The address here of a peer's mapped range; with ``pin``, also a
    *  reference to the region's remote key (which the mapping lives by, and
    *  which holds its endpoint), for ReleasePin. */
@@ -87,6 +92,12 @@ class DataPlane {
   /** @brief SendNotify, or (detached copies to the peer in flight) queued behind them: `queued` says which. */
   Status PostNotify(const std::string &remote, const NotifyDesc &notify, int32_t timeout_ms, bool &queued,
                     ext::Priority priority = ext::Priority::NORMAL);
+  /** @brief SendNotify on a resolved peer (following its work of `priority` or higher). */
+  Status SendNotifyPeer(const PeerPtr &peer, const NotifyDesc &notify, int32_t timeout_ms,
+                        ext::Priority priority = ext::Priority::BULK);
+  /** @brief PostNotify on a resolved peer. */
+  Status PostNotifyPeer(const PeerPtr &peer, const NotifyDesc &notify, int32_t timeout_ms, bool &queued,
+                        ext::Priority priority = ext::Priority::NORMAL);
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
   /** @brief Fill in the counters this plane keeps (bytes, blocks, atomics, notifies sent, vectored calls). */
   void AddStats(ext::Stats &s) const;
@@ -95,6 +106,8 @@ class DataPlane {
 
  private:
   Status LookupPeer(const std::string &remote, PeerPtr &peer);
+  /** @brief What LookupPeer checks of a peer it found, for the calls on a resolved one. */
+  Status CheckPeer(const PeerPtr &peer) const;
   /** @brief Where bulk-priority work to `peer` goes: its bulk lane when its bytes go by UCX (the lane is
    *         made at the first such call; see Peer::bulk_lane), else `peer` itself. */
   PeerPtr BulkRoute(const PeerPtr &peer, LazyDeadline &deadline);

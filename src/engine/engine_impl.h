@@ -111,6 +111,20 @@ class HixlImpl {
   Status FlushPeer(const engine::PeerPtr &peer, int32_t timeout_ms, ext::Priority priority) {
     return data_.FlushPeer(peer, timeout_ms, priority);
   }
+  Status AtomicPeer(const engine::PeerPtr &peer, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
+                    uint64_t *result, int32_t timeout_ms) {
+    return data_.AtomicPeer(peer, op, addr, value, compare, result, timeout_ms);
+  }
+  Status TransferAsyncPeer(const engine::PeerPtr &peer, TransferOp op, engine::DescSpan descs, TransferReq &req) {
+    return data_.TransferAsyncPeer(peer, op, descs, req);
+  }
+  Status SendNotifyPeer(const engine::PeerPtr &peer, const NotifyDesc &notify, int32_t timeout_ms) {
+    return data_.SendNotifyPeer(peer, notify, timeout_ms);
+  }
+  Status PostNotifyPeer(const engine::PeerPtr &peer, const NotifyDesc &notify, int32_t timeout_ms, bool &queued,
+                        ext::Priority priority) {
+    return data_.PostNotifyPeer(peer, notify, timeout_ms, queued, priority);
+  }
   Status RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr) {
     return data_.RemotePtr(remote, addr, len, ptr, nullptr);
   }

@@ -256,6 +256,56 @@ Status FlushPeer(Hixl &e, PeerRef *peer, int32_t timeout_in_millis) {
   return Flushed(impl, impl.FlushPeer(peer->peer, timeout_in_millis, peer->priority), &peer->peer->telemetry);
 }
 
+Status AtomicTo(Hixl &e, PeerRef *peer, AtomicOp op, uintptr_t remote_addr, uint64_t value, uint64_t compare,
+                uint64_t *result, int32_t timeout_in_millis) {
+  if (peer == nullptr) return engine::Fail(PARAM_INVALID, "AtomicTo: null peer");
+  hixl::engine::ClearError();
+  HixlImpl &impl = *ImplOf(e);
+  return Counted(impl, impl.AtomicPeer(peer->peer, op, remote_addr, value, compare, result, timeout_in_millis),
+                 &peer->peer->telemetry);
+}
+
+Status TransferAsyncTo(Hixl &e, PeerRef *peer, TransferOp operation, const TransferOpDesc *op_descs, size_t count,
+                       TransferReq &req) {
+  if (peer == nullptr || (op_descs == nullptr && count != 0))
+    return engine::Fail(PARAM_INVALID, "TransferAsyncTo: null peer or descriptors");
+  hixl::engine::ClearError();
+  HixlImpl &impl = *ImplOf(e);
+  const engine::PeerPtr &p = peer->peer;
+  auto call = [&] { return impl.TransferAsyncPeer(p, operation, engine::DescSpan(op_descs, count), req); };
+  if (!impl.telemetry().on()) return Counted(impl, call(), &p->telemetry);
+  int64_t t0 = 0;
+  Status st = Posting(impl, &p->telemetry, operation, op_descs, count, call, &t0);
+  // The request keeps the peer's counters alive (aliasing the peer) until it is reported finished.
+  if (st == SUCCESS) impl.telemetry().AsyncPosted(req, t0, std::shared_ptr<engine::PeerCounters>(p, &p->telemetry));
+  return st;
+}
+
+Status SendNotifyTo(Hixl &e, PeerRef *peer, const NotifyDesc &notify, int32_t timeout_in_millis) {
+  if (peer == nullptr) return engine::Fail(PARAM_INVALID, "SendNotifyTo: null peer");
+  hixl::engine::ClearError();
+  HixlImpl &impl = *ImplOf(e);
+  engine::PeerCounters *counters = &peer->peer->telemetry;
+  Status st = impl.SendNotifyPeer(peer->peer, notify, timeout_in_millis);
+  if (st != SUCCESS || !impl.telemetry().on()) return Counted(impl, st, counters);
+  impl.telemetry().NotifySent(counters);
+  impl.telemetry().Completed(counters, engine::NowNs());  // a notify leaves after a flush
+  return st;
+}
+
+Status PostNotifyTo(Hixl &e, PeerRef *peer, const NotifyDesc &notify, int32_t timeout_in_millis, bool &queued) {
+  queued = false;
+  if (peer == nullptr) return engine::Fail(PARAM_INVALID, "PostNotifyTo: null peer");
+  hixl::engine::ClearError();
+  HixlImpl &impl = *ImplOf(e);
+  engine::PeerCounters *counters = &peer->peer->telemetry;
+  Status st = impl.PostNotifyPeer(peer->peer, notify, timeout_in_millis, queued, peer->priority);
+  if (st != SUCCESS || !impl.telemetry().on()) return Counted(impl, st, counters);
+  impl.telemetry().NotifySent(counters);
+  if (!queued) impl.telemetry().Completed(counters, engine::NowNs());
+  return st;
+}
+
 Status RemotePtr(Hixl &e, const AscendString &remote, uintptr_t remote_addr, size_t len, void *&ptr) {
   HIXL_EXT_FORWARD(e, RemotePtr(remote.GetString(), remote_addr, len, ptr));
 }

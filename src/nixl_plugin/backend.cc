@@ -7,10 +7,12 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <sstream>
 #include <thread>
 
@@ -100,6 +102,19 @@ struct RemoteMD : nixlBackendMD {
   size_t len;
 };
 
+/** An agent's connection as the engine's handle (AcquirePeer): the requests to the agent share it, and post
+ *  and notify through it without a lookup by name. `stale` once the agent's connection changed or ended
+ *  (loaded again with other addresses, disconnected): its holders resolve again. */
+struct Conn {
+  Conn(hixl::ext::PeerRef *r, std::string a) : ref(r), address(std::move(a)) {}
+  ~Conn() { hixl::ext::ReleasePeer(ref); }
+  Conn(const Conn &) = delete;
+  Conn &operator=(const Conn &) = delete;
+  hixl::ext::PeerRef *const ref;
+  const std::string address;
+  std::atomic<bool> stale{false};
+};
+
 /** A prepared transfer: one engine batch, posted again on every postXfer. */
 struct Request : nixlBackendReqH {
   hixl::TransferOp op = hixl::WRITE;
@@ -108,7 +123,8 @@ struct Request : nixlBackendReqH {
   std::vector<LocalMD *> locals;  ///< each once
   hixl::TransferReq req = nullptr;
   bool active = false;
-  std::string address;
+  std::shared_ptr<Conn> conn;  ///< resolved at prepXfer when connected then, else at the first postXfer
+  std::string address;         ///< conn's, for messages
   std::string notif;
   bool has_notif = false;
   std::chrono::steady_clock::time_point posted;
@@ -290,6 +306,7 @@ nixl_status_t HixlRmaBackend::loadRemoteConnInfo(const std::string &remote_agent
       old = p.connected;
       p.addresses = addresses;
       p.connected.clear();
+      Stale(p);
     }
     // Other addresses for a known agent: a restarted peer. Drop the old connection.
     if (!old.empty()) (void)engine_.Disconnect(hixl::AscendString(old.c_str()), timeout_ms_);
@@ -358,6 +375,42 @@ nixl_status_t HixlRmaBackend::Reach(const std::string &agent, std::string &addre
   return NIXL_ERR_REMOTE_DISCONNECT;
 }
 
+void HixlRmaBackend::Stale(Peer &peer) {
+  if (peer.conn) peer.conn->stale.store(true, std::memory_order_release);
+  peer.conn.reset();
+}
+
+nixl_status_t HixlRmaBackend::Resolve(const std::string &agent, std::shared_ptr<Conn> &conn, bool connect) const {
+  std::string address;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = peers_.find(agent);
+    if (it != peers_.end() && it->second.conn) {
+      conn = it->second.conn;
+      return NIXL_SUCCESS;
+    }
+    if (!connect && (it == peers_.end() || it->second.connected.empty())) return NIXL_ERR_NOT_FOUND;
+  }
+  nixl_status_t st = Reach(agent, address);
+  if (st != NIXL_SUCCESS) return st;
+  hixl::ext::PeerRef *ref = nullptr;
+  hixl::Status es = hixl::ext::AcquirePeer(engine_, hixl::AscendString(address.c_str()), ref);
+  if (es != hixl::SUCCESS) return connect ? Failed("connection to agent " + agent, es, address) : NIXL_ERR_NOT_FOUND;
+  auto fresh = std::make_shared<Conn>(ref, address);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = peers_.find(agent);
+  // Another caller resolved it meanwhile (theirs is kept), or the agent's connection changed while this
+  // resolved (this one is used once, and is stale for the next post).
+  if (it != peers_.end() && it->second.connected == address) {
+    if (!it->second.conn) it->second.conn = fresh;
+    conn = it->second.conn;
+  } else {
+    fresh->stale.store(true, std::memory_order_release);
+    conn = std::move(fresh);
+  }
+  return NIXL_SUCCESS;
+}
+
 nixl_status_t HixlRmaBackend::connect(const std::string &remote_agent) {
   return Guarded("connect", [&] {
     std::string address;
@@ -373,6 +426,7 @@ nixl_status_t HixlRmaBackend::disconnect(const std::string &remote_agent) {
       auto it = peers_.find(remote_agent);
       if (it == peers_.end()) return NIXL_SUCCESS;
       address = it->second.connected;
+      Stale(it->second);
       peers_.erase(it);
     }
     // A peer that is gone cannot answer: nothing to wait for then.
@@ -438,6 +492,8 @@ nixl_status_t HixlRmaBackend::prepXfer(const nixl_xfer_op_t &operation, const ni
       req->descs.push_back(hixl::TransferOpDesc{l.addr, r.addr, l.len});
       if (std::find(req->locals.begin(), req->locals.end(), lmd) == req->locals.end()) req->locals.push_back(lmd);
     }
+    // Connected already: the handle now, and no post looks the agent up. Else the first post connects.
+    if (Resolve(remote_agent, req->conn, false) == NIXL_SUCCESS) req->address = req->conn->address;
     handle = req.release();
     return NIXL_SUCCESS;
   });
@@ -464,13 +520,16 @@ nixl_status_t HixlRmaBackend::postXfer(const nixl_xfer_op_t &operation, const ni
           return NIXL_ERR_INVALID_PARAM;
         }
     }
-    nixl_status_t st = Reach(req->agent, req->address);
-    if (st != NIXL_SUCCESS) return st;
+    if (!req->conn || req->conn->stale.load(std::memory_order_acquire)) {
+      req->conn.reset();
+      nixl_status_t st = Resolve(req->agent, req->conn, true);
+      if (st != NIXL_SUCCESS) return st;
+      req->address = req->conn->address;
+    }
     req->has_notif = opt_args != nullptr && opt_args->hasNotif;
     req->notif = req->has_notif ? opt_args->notifMsg : std::string();
-    hixl::TransferArgs args{};
-    hixl::Status es = engine_.TransferAsync(hixl::AscendString(req->address.c_str()), req->op, req->descs, args,
-                                            req->req);
+    hixl::Status es = hixl::ext::TransferAsyncTo(engine_, req->conn->ref, req->op, req->descs.data(),
+                                                 req->descs.size(), req->req);
     if (es != hixl::SUCCESS) {
       req->last = Failed(std::string(req->op == hixl::READ ? "READ" : "WRITE") + " of " +
                              std::to_string(req->descs.size()) + " descriptor(s) from agent " + req->agent,
@@ -568,7 +627,7 @@ nixl_status_t HixlRmaBackend::Check(Request *req) const {
     // After the batch completed at the target: the peer sees it after the data.
     hixl::NotifyDesc n{hixl::AscendString(localAgent.c_str(), localAgent.size()),
                        hixl::AscendString(req->notif.data(), req->notif.size())};
-    es = engine_.SendNotify(hixl::AscendString(req->address.c_str()), n, timeout_ms_);
+    es = hixl::ext::SendNotifyTo(engine_, req->conn->ref, n, timeout_ms_);
     if (es != hixl::SUCCESS) st = Failed("notification to agent " + req->agent, es, req->address);
   }
   Finish(req, st);
@@ -630,13 +689,13 @@ nixl_status_t HixlRmaBackend::getNotifs(notif_list_t &notif_list) {
 
 nixl_status_t HixlRmaBackend::genNotif(const std::string &remote_agent, const std::string &msg) const {
   return Guarded("genNotif", [&] {
-    std::string address;
-    nixl_status_t st = Reach(remote_agent, address);
+    std::shared_ptr<Conn> conn;
+    nixl_status_t st = Resolve(remote_agent, conn, true);
     if (st != NIXL_SUCCESS) return st;
     hixl::NotifyDesc n{hixl::AscendString(localAgent.c_str(), localAgent.size()),
                        hixl::AscendString(msg.data(), msg.size())};
-    hixl::Status es = engine_.SendNotify(hixl::AscendString(address.c_str()), n, timeout_ms_);
-    if (es != hixl::SUCCESS) return Failed("notification to agent " + remote_agent, es, address);
+    hixl::Status es = hixl::ext::SendNotifyTo(engine_, conn->ref, n, timeout_ms_);
+    if (es != hixl::SUCCESS) return Failed("notification to agent " + remote_agent, es, conn->address);
     return NIXL_SUCCESS;
   });
 }

@@ -50,6 +50,7 @@ constexpr const char *kParamTimeout = "timeout_ms";  ///< of every engine wait a
 
 struct LocalMD;
 struct Request;
+struct Conn;
 
 class HixlRmaBackend : public nixlBackendEngine {
  public:
@@ -94,6 +95,7 @@ class HixlRmaBackend : public nixlBackendEngine {
   struct Peer {
     std::vector<std::string> addresses;  ///< as its connection info lists them
     std::string connected;               ///< the one reached, "" until then
+    std::shared_ptr<Conn> conn;          ///< the engine's handle of that connection, once a transfer wanted it
     /// Held while connecting to it: one attempt per agent at a time, and a
     /// caller to another agent never waits for it.
     std::shared_ptr<std::mutex> connecting = std::make_shared<std::mutex>();
@@ -106,6 +108,11 @@ class HixlRmaBackend : public nixlBackendEngine {
 
   nixl_status_t Start(const nixlBackendInitParams *init);
   nixl_status_t Reach(const std::string &agent, std::string &address) const;
+  /** The engine's handle of the connection to `agent`, resolved once and shared by the requests to it;
+   *  `connect`: reach the agent first when not connected (else NIXL_ERR_NOT_FOUND, quietly). */
+  nixl_status_t Resolve(const std::string &agent, std::shared_ptr<Conn> &conn, bool connect) const;
+  /** The agent's connection changed or ended: requests holding its handle resolve again. */
+  static void Stale(Peer &peer);
   nixl_status_t Check(Request *req) const;
   void Finish(Request *req, nixl_status_t st) const;
   void ReapOrphans() const;

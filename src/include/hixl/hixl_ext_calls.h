@@ -99,6 +99,21 @@ HIXL_EXT_CALL(Status, PostTo, (Hixl &engine, PeerRef *peer, TransferOp operation
 /** @brief Flush of a resolved peer. */
 HIXL_EXT_CALL(Status, FlushPeer, (Hixl &engine, PeerRef *peer, int32_t timeout_in_millis), UNSUPPORTED)
 
+/** @brief Atomic on a resolved peer (no lookup by name). */
+HIXL_EXT_CALL(Status, AtomicTo, (Hixl &engine, PeerRef *peer, AtomicOp op, uintptr_t remote_addr, uint64_t value, uint64_t compare, uint64_t *result, int32_t timeout_in_millis), UNSUPPORTED)
+
+/**
+ * @brief Hixl::TransferAsync of `count` blocks at `op_descs` to a resolved
+ *        peer; the request is Hixl::GetTransferStatus's, as TransferAsync's.
+ */
+HIXL_EXT_CALL(Status, TransferAsyncTo, (Hixl &engine, PeerRef *peer, TransferOp operation, const TransferOpDesc *op_descs, size_t count, TransferReq &req), UNSUPPORTED)
+
+/** @brief Hixl::SendNotify to a resolved peer: after everything posted to it, whatever the handle's priority. */
+HIXL_EXT_CALL(Status, SendNotifyTo, (Hixl &engine, PeerRef *peer, const NotifyDesc &notify, int32_t timeout_in_millis), UNSUPPORTED)
+
+/** @brief PostNotify to a resolved peer, at the handle's priority. */
+HIXL_EXT_CALL(Status, PostNotifyTo, (Hixl &engine, PeerRef *peer, const NotifyDesc &notify, int32_t timeout_in_millis, bool &queued), UNSUPPORTED)
+
 /**
  * @brief The mapped path's pointer to [remote_addr, remote_addr + len) of a peer when
  *        that region is mapped into this process; UNSUPPORTED otherwise.

@@ -47,7 +47,7 @@ if hixl_home:
     ucx_source = "vendor"
 else:
     include_dirs.append("src/include")
-    engine_sources = sorted(glob.glob("src/engine/*.cc"))
+    engine_sources = sorted(glob.glob("src/engine/*/*.cc"))  # by part: facade, data, control, common
     if ucx_home:
         include_dirs.append(os.path.join(ucx_home, "include"))
         lib = os.path.join(ucx_home, "lib")
@@ -110,7 +110,8 @@ class _BuildExt(build_ext):
         """The engine's sources are compiled once, a file per core at a
         time, and linked into both shared objects."""
         if engine_sources:
-            incs = [d for d in include_dirs if d != "hixl_rma"]
+            # Engine headers are named by their part ("common/status.h") from src/engine.
+            incs = [d for d in include_dirs if d != "hixl_rma"] + ["src/engine"]
 
             def one(src):
                 return self.compiler.compile([src], output_dir=self.build_temp, macros=ENGINE_MACROS,
@@ -118,7 +119,7 @@ class _BuildExt(build_ext):
 
             with ThreadPoolExecutor(max_workers=max(1, len(os.sched_getaffinity(0)))) as pool:
                 objects = list(pool.map(one, engine_sources))
-            headers = sorted(glob.glob("src/engine/*.h") + glob.glob("src/include/hixl/*.h"))
+            headers = sorted(glob.glob("src/engine/*/*.h") + glob.glob("src/include/hixl/*.h"))
             for e in self.extensions:
                 if e.name in (LINETRACE, RECORD):
                     continue  # the race detector's: no engine in them

@@ -20,7 +20,7 @@ pip install -q mpi4py mpich numpy cython "setuptools>=77" wheel libucx-cu12
 ucx=$(python -c 'import libucx, os; print(os.path.dirname(libucx.__file__))')
 mkdir -p "$tmp/cann/include/hixl" "$tmp/cann/lib"
 cp "$repo/src/include/hixl/hixl.h" "$repo/src/include/hixl/hixl_types.h" "$tmp/cann/include/hixl/"
-g++ -std=c++17 -O2 -shared -fPIC -I"$repo/src/include" -I"$ucx/include" "$repo"/src/engine/*.cc \
+g++ -std=c++17 -O2 -shared -fPIC -I"$repo/src/include" -I"$repo/src/engine" -I"$ucx/include" "$repo"/src/engine/*/*.cc \
     -L"$ucx/lib" -lucp -lucs -Wl,-rpath,"$ucx/lib" -pthread -o "$tmp/cann/lib/libhixl.so"
 cp -r "$repo" "$tmp/src"
 rm -f "$tmp/src/hixl_rma/_build_config.py" "$tmp/src"/hixl_rma/*.so

@@ -43,7 +43,7 @@ def _ucx_dirs():
 
 def test_engine_units(tmp_path):
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if not cxx or not (ROOT / "src" / "engine" / "control_plane.cc").is_file():
+    if not cxx or not (ROOT / "src" / "engine" / "control" / "control_plane.cc").is_file():
         pytest.skip("no C++ compiler on PATH, or no engine sources beside the tests")
     doctest = _doctest_dir()
     if doctest is None:
@@ -53,7 +53,7 @@ def test_engine_units(tmp_path):
         pytest.skip("UCX headers not found (the libucx wheel or UCX_HOME)")
     flags = ["-std=c++17", "-O1", "-g0", "-Wall", "-Werror", f"-I{ROOT / 'src' / 'engine'}",
              f"-I{ROOT / 'src' / 'include'}", f"-I{ucx[0]}", f"-I{doctest}"]
-    sources = TESTS + sorted(p for p in (ROOT / "src" / "engine").glob("*.cc") if p.name not in NOT_LINKED)
+    sources = TESTS + sorted(p for p in (ROOT / "src" / "engine").glob("*/*.cc") if p.name not in NOT_LINKED)
 
     def compile_one(src):
         obj = tmp_path / f"{src.parent.name}_{src.stem}.o"

@@ -14,13 +14,13 @@
 #include <thread>
 #include <vector>
 
-#include "acceptor.h"
-#include "auth.h"
-#include "event_loop.h"
-#include "options.h"
-#include "region_registry.h"
-#include "unique_fd.h"
-#include "wire.h"
+#include "control/acceptor.h"
+#include "common/auth.h"
+#include "control/event_loop.h"
+#include "common/options.h"
+#include "control/region_registry.h"
+#include "common/unique_fd.h"
+#include "common/wire.h"
 
 using namespace hixl;
 using namespace hixl::engine;

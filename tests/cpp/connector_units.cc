@@ -10,14 +10,14 @@
 #include <string>
 #include <vector>
 
-#include "connector.h"
-#include "control_plane.h"
-#include "detached.h"
-#include "event_loop.h"
+#include "control/connector.h"
+#include "control/control_plane.h"
+#include "data/detached.h"
+#include "control/event_loop.h"
 #include "loopback.h"
-#include "options.h"
-#include "status.h"
-#include "wire.h"
+#include "common/options.h"
+#include "common/status.h"
+#include "common/wire.h"
 
 using namespace hixl;
 using namespace hixl::engine;

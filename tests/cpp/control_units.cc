@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "control_plane.h"
+#include "control/control_plane.h"
 #include "loopback.h"
-#include "status.h"
-#include "wire.h"
+#include "common/status.h"
+#include "common/wire.h"
 
 using namespace hixl;
 using namespace hixl::engine;

@@ -19,11 +19,11 @@
 #include <thread>
 #include <vector>
 
-#include "auth.h"
-#include "detached.h"
-#include "peer.h"
-#include "status.h"
-#include "wire.h"
+#include "common/auth.h"
+#include "data/detached.h"
+#include "common/peer.h"
+#include "common/status.h"
+#include "common/wire.h"
 
 using namespace hixl;
 using namespace hixl::engine;

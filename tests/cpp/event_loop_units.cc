@@ -13,8 +13,8 @@
 #include <set>
 #include <thread>
 
-#include "event_loop.h"
-#include "unique_fd.h"
+#include "control/event_loop.h"
+#include "common/unique_fd.h"
 
 using namespace hixl;
 using namespace hixl::engine;

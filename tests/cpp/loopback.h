@@ -13,11 +13,11 @@
 #include <string>
 #include <thread>
 
-#include "control_plane.h"
-#include "detached.h"
-#include "options.h"
-#include "peer.h"
-#include "wire.h"
+#include "control/control_plane.h"
+#include "data/detached.h"
+#include "common/options.h"
+#include "common/peer.h"
+#include "common/wire.h"
 
 namespace hixl {
 namespace engine {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "hixl/hixl_ext.h"
-#include "notify_inbox.h"
-#include "wire.h"
+#include "control/notify_inbox.h"
+#include "common/wire.h"
 
 using namespace hixl;
 using namespace hixl::engine;

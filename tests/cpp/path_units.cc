@@ -12,13 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "detached.h"
-#include "options.h"
-#include "path.h"
-#include "path_cma.h"
-#include "path_mapped.h"
-#include "path_ucx.h"
-#include "peer.h"
+#include "data/detached.h"
+#include "common/options.h"
+#include "data/path.h"
+#include "data/path_cma.h"
+#include "data/path_mapped.h"
+#include "data/path_ucx.h"
+#include "common/peer.h"
 
 using namespace hixl;
 using namespace hixl::engine;

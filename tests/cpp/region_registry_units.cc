@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "acceptor.h"  // AckWait
-#include "region_registry.h"
-#include "status.h"
-#include "wire.h"
+#include "control/acceptor.h"  // AckWait
+#include "control/region_registry.h"
+#include "common/status.h"
+#include "common/wire.h"
 
 using namespace hixl;
 using namespace hixl::engine;

@@ -189,9 +189,9 @@ def pytest_sessionfinish(session, exitstatus):
     if not session.config.getoption("hixl_races", default=False):
         return
     import hixl_rma.races as races
-    from hixl_rma import config
+    from hixl_rma.races.settings import race_json
     found = races.finish() if races.ACTIVE is not None else 0
-    if found and session.exitstatus == 0 and not config.race_json():
+    if found and session.exitstatus == 0 and not race_json():
         session.exitstatus = 1  # HIXL_RMA_RACE_JSON: the report is written, the run keeps its verdict
 
 

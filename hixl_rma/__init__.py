@@ -54,15 +54,19 @@ _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = sorted(_WHERE) + ["UCX_VERSION", "UCX_ORIGIN", "__version__"]
 
 
-def _check_races_if_asked():
-    # HIXL_RMA_CHECK=races: the detector, on before the program uses MPI
-    from . import config
-    if config.check_races():
-        from . import races
-        races.enable()
+def _attach_tools():
+    # Tools attach through the hooks (hooks.py); the package, a face, is
+    # what loads them: telemetry's exporter watches Init (it serves only
+    # when HIXL_RMA_TELEMETRY asks), and the tools HIXL_RMA_CHECK names
+    # (races) are on before the program uses MPI.
+    from . import hooks, telemetry
+
+    telemetry.attach()
+    for name in hooks.requested():
+        importlib.import_module(hooks.TOOLS[name]).enable()
 
 
-_check_races_if_asked()
+_attach_tools()
 
 
 _importing = 0  # this package's own lazy imports under way (the drop-in waits for the outermost: dropin._replace)

@@ -105,7 +105,7 @@ class Communicator:
 
     def Barrier(self):
         """A barrier with the runtime's timeout (no busy spinning)."""
-        _rt.barrier(self.comm, _rt.runtime().timeout_ms)
+        _rt.barrier(self.comm, _rt.runtime().timeout_ms, program=True)
 
     def __repr__(self):
         return f"<hixl_rma.Communicator rank {self.rank} of {self.size}>"

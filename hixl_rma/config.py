@@ -3,7 +3,10 @@
 Read here and nowhere else: the Python layer's own settings, and the
 engine's, which every ``Engine`` gets as ``Initialize`` options when it
 starts (``engine_options``). The docs' settings page (docs/guide/settings.md) is
-made from ``SETTINGS`` when the docs are built.
+made from ``SETTINGS`` when the docs are built. ``SETTINGS`` also lists
+the tools' settings (the race detector's ``HIXL_RMA_RACE_*``), for that one
+table; each tool reads its own (``hixl_rma/races/settings.py``, through
+``setting``), the library never does.
 """
 import os
 
@@ -135,24 +138,16 @@ def notify_batch():
     return _positive_int("HIXL_RMA_NOTIFY_BATCH")
 
 
-def check_races():
-    """True when ``HIXL_RMA_CHECK`` names ``races``."""
-    return "races" in [v.strip() for v in _get("HIXL_RMA_CHECK").split(",")]
+def check_tools():
+    """The tools ``HIXL_RMA_CHECK`` names (comma-separated; hixl_rma.hooks.TOOLS
+    says which exist)."""
+    return [v.strip() for v in _get("HIXL_RMA_CHECK").split(",") if v.strip()]
 
 
-def race_keep():
-    """``HIXL_RMA_RACE_KEEP`` as a positive int (ParamError otherwise)."""
-    return _positive_int("HIXL_RMA_RACE_KEEP")
-
-
-def race_pure():
-    """``HIXL_RMA_RACE_PURE`` set to anything but 0."""
-    return _get("HIXL_RMA_RACE_PURE") not in ("", "0")
-
-
-def race_json():
-    """``HIXL_RMA_RACE_JSON``, or None."""
-    return _get("HIXL_RMA_RACE_JSON") or None
+def setting(name):
+    """Setting ``name`` as set, else its default (for the tools, whose
+    settings are listed here for the docs and read by the tool)."""
+    return _get(name)
 
 
 def telemetry():

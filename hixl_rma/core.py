@@ -209,7 +209,7 @@ class WindowCore(_engine.WindowState):
             # A peer known dead: no MPI collective, which cannot complete and
             # which MPI may not survive (MPICH over tcp does not).
             self.rt.check_peers(self.comm.world_ranks, f"Free on window {self.label()}")
-            _rt.barrier(self.comm.comm, self.rt.timeout_ms, self.comm.world_ranks)
+            _rt.barrier(self.comm.comm, self.rt.timeout_ms, self.comm.world_ranks, program=False)
         except HixlError:
             # A peer died or hung: release this rank's part anyway (the window
             # is freed here), then report the failure.
@@ -217,7 +217,7 @@ class WindowCore(_engine.WindowState):
             raise
         self.teardown_local(keep_comm=True)
         try:
-            _rt.barrier(self.comm.comm, self.rt.timeout_ms, self.comm.world_ranks)
+            _rt.barrier(self.comm.comm, self.rt.timeout_ms, self.comm.world_ranks, program=False)
         finally:
             self.free_last()
 

@@ -20,9 +20,9 @@ to do (it may set ``mpi4py.rc.initialize = False`` and call
 ``install()`` makes the replacement as the program's own import of it
 completes, before that import returns.
 """
-import importlib.abc
-import importlib.util
 import sys
+
+from .hooks import OnMPIImport
 
 _saved = {}
 #: mpi4py request classes whose own list forms a list holding one of them
@@ -120,39 +120,6 @@ def _replace(MPI):
     replacements["Request"] = _mixed_request_class()
     for name, value in replacements.items():
         setattr(MPI, name, value)
-
-
-class OnMPIImport(importlib.abc.MetaPathFinder):
-    """Finds ``mpi4py.MPI`` as the import system would, and runs
-    ``after(module)`` once its module has run (so MPI is initialized, or
-    not, as the program's ``mpi4py.rc`` says): the drop-in's replacement,
-    the race detector's start."""
-
-    def __init__(self, after):
-        self.after = after
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "mpi4py.MPI":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _Then(spec.loader, self.after)
-        return spec
-
-
-class _Then(importlib.abc.Loader):
-    """A loader that runs ``after(module)`` once ``loader`` executed it."""
-
-    def __init__(self, loader, after):
-        self.loader, self.after = loader, after
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        self.after(module)
 
 
 _hook = OnMPIImport(_replace)

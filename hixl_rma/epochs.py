@@ -87,7 +87,7 @@ class Sync:
             return
         comm, timeout = w.comm, w.rt.timeout_ms
         if self.fence_mode == "mpi":
-            _rt.barrier(comm.comm, timeout, comm.world_ranks)
+            _rt.barrier(comm.comm, timeout, comm.world_ranks, program=False)
             return
         found = self._fence_words()
         if _rt.allreduce_and(comm.comm, found is not None, timeout, comm.world_ranks):

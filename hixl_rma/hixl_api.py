@@ -9,7 +9,6 @@ mode.
 from . import _engine
 from . import constants as C
 from . import priority as _priority
-from . import races as _races
 from . import runtime as _rt
 from .comm import Communicator, as_communicator
 from .errors import ParamError
@@ -177,10 +176,8 @@ def Fence(comm=None):
     for h in list(_handles.get(id(comm.comm), [])):
         if h.registered:
             _wait_requests(h)
-            h.win._w.complete_all()
-            if _races.ACTIVE is not None:
-                h.win.complete_all(h.win)
-    comm.Barrier()  # under the race detector, it carries the clocks (runtime.barrier)
+            h.win._complete_all()
+    comm.Barrier()  # the program's barrier (a tool may observe it: hooks.program_barrier)
 
 
 def Init(domain=None):

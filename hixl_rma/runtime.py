@@ -18,6 +18,7 @@ import numpy as np
 
 from . import _engine
 from . import config
+from . import hooks
 from . import netif
 from .errors import (ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, ParamError, PeerFailure,
                      ResourceError, UnsupportedError)
@@ -33,7 +34,7 @@ class _Runtime:
         from mpi4py import MPI
 
         self.MPI = MPI
-        self.world = MPI.COMM_WORLD
+        self.world = hooks.world if hooks.world is not None else MPI.COMM_WORLD
         self.rank = self.world.Get_rank()
         self.size = self.world.Get_size()
         self.timeout_ms = _engine.default_timeout_ms()
@@ -57,10 +58,9 @@ class _Runtime:
         self.node = [nodes.index(n) for n in nodes]  # world rank -> index of its host
         listen, advertised, ifnames = netif.choose(config.host(), config.ifname(),
                                                    len(set(nodes)) == 1)
-        # The exporter binds its port before the engine starts (a port in
-        # use fails Init with no engine running), exposed where the engine is.
-        from . import telemetry
-        telemetry.start_for_rank(self.rank, listen)
+        # Observers (telemetry's exporter) start before the engine: one that
+        # fails (a port in use) fails Init with no engine running.
+        hooks.started(self.rank, listen)
         devices = netif.ucx_net_devices(ifnames)
         if devices and "UCX_NET_DEVICES" not in os.environ:
             os.environ["UCX_NET_DEVICES"] = devices  # this engine's UCX context only: MPI's is made
@@ -471,13 +471,11 @@ def Init(domain=None):
                                "(build the built-in engine)")
     with _lock:
         if _state is None:
-            from . import telemetry
-
             config.telemetry()  # a malformed setting fails Init before any collective
             try:
                 _state = _Runtime(want)
             except BaseException:
-                telemetry.stop()  # (_Runtime started the exporter, if any, before the engine)
+                hooks.stopped()  # (_Runtime started the observers before the engine)
                 raise
         elif domain is not None and want != _state.domain:
             raise ParamError(f"Init(domain={domain!r}): this rank's engine was started in domain "
@@ -558,9 +556,7 @@ def _shutdown(collective):
                 st.release_mpi()
         finally:
             _state = None
-            from . import telemetry
-
-            telemetry.stop()
+            hooks.stopped()
         if error is not None:
             raise error.again(f"rank {st.rank}: {error}")
 
@@ -583,15 +579,17 @@ def sleep_backoff(idle):
     time.sleep(min(1e-3, (idle - 1023) * 2e-5))
 
 
-def barrier(comm, timeout_ms, world_ranks=None):
+def barrier(comm, timeout_ms, world_ranks=None, program=True):
     """A barrier that neither spins a core nor waits forever. With the world
     ranks of ``comm``, a member known dead (or finalized) ends the wait
-    early with PeerFailure instead of HixlTimeoutError."""
+    early with PeerFailure instead of HixlTimeoutError. ``program``: the
+    program's barrier (``Communicator.Barrier``, the HIXL face's Fence), which
+    a tool may observe (``hooks.program_barrier``: the race detector's clocks
+    travel in it); the library's own pass False."""
     if comm.Get_size() > 1:
-        from . import races
-        if races.ACTIVE is not None and races.called_by_program(sys._getframe(1)):
-            # the race detector on, and the program's own barrier: it carries the clocks
-            return races.barrier(comm, lambda start: collective(comm, start, "barrier", timeout_ms, world_ranks))
+        if program and hooks.program_barrier is not None:
+            return hooks.program_barrier(
+                comm, lambda start: collective(comm, start, "barrier", timeout_ms, world_ranks))
         collective(comm, comm.Ibarrier, "barrier", timeout_ms, world_ranks)
 
 

@@ -10,12 +10,19 @@ fresh snapshot at every scrape (never initializing the runtime: during and
 after Finalize a scrape gets an empty page) and stops at Finalize. Metric names follow
 NIXL's telemetry where it has one (agent_tx_bytes, agent_xfer_time_us, ...);
 the rest are hixl_rma_*.
+
+Two parts: reading the engine's counters (``snapshot``: the engine keeps
+them, ``Engine.telemetry()`` reads them; this is the face over it), and
+the exporter, a tool that serves them over HTTP, attached to Init and
+Finalize through the runtime's hooks (``attach``, called by the package
+at import; ``hixl_rma.hooks``). The library below the faces imports
+neither. This module is imported with the package: what would import
+``mpi4py.MPI`` (the runtime, the errors) is imported when first used.
 """
 import socket
 
 from . import config
-from . import runtime as _rt
-from .errors import STATUS_NAMES, HixlError, ParamError
+from . import hooks
 
 _server = None  # the running exporter (one per process), or None
 
@@ -30,6 +37,8 @@ def snapshot(engine=None):
     what it sent this engine, None for a peer without an engine id), keyed by
     its world rank where it is one of this job's, else its address.
     ``engine``: another Engine than this rank's (its peers keyed by address)."""
+    from . import runtime as _rt
+
     if engine is None:
         st = _rt.runtime()
         return _read(st.engine, st)
@@ -42,6 +51,9 @@ def _scrape():
     run), and where there is none -- before Init, during or after Finalize
     (the engine finalized under the scrape) -- it is None: an empty page,
     served without a word."""
+    from . import runtime as _rt
+    from .errors import HixlError
+
     st = _rt.current()
     if st is None:
         return None
@@ -54,6 +66,8 @@ def _scrape():
 def _read(engine, st, rank=None):
     """``snapshot()`` of ``engine``; ``st``, the runtime it is this rank's
     engine of (its peers keyed by world rank), or None (then ``rank``)."""
+    from .errors import STATUS_NAMES
+
     out = engine.telemetry()
     out["rank"] = st.rank if st is not None else rank
     out["notifies_received"] = engine.stats()["notifies_received"]
@@ -149,6 +163,8 @@ def exporter(host, port, source=_scrape):
     port), serving in a thread of its own (``.server_address``; ``.shutdown()``, ``.server_close()``
     stop it). ParamError naming HIXL_RMA_TELEMETRY when prometheus_client is
     missing or the port cannot be bound (then nothing is left running)."""
+    from .errors import ParamError
+
     try:
         from prometheus_client import CollectorRegistry, start_http_server
     except ImportError:
@@ -190,5 +206,21 @@ def start_for_rank(rank, engine_host):
     if port is None:
         return None
     if port and port + rank > 65535:
-        raise ParamError(f"HIXL_RMA_TELEMETRY: port {port} + rank {rank} is beyond 65535")
+        raise config.ParamError(f"HIXL_RMA_TELEMETRY: port {port} + rank {rank} is beyond 65535")
     return serve(host or engine_host, port + rank if port else 0)
+
+
+def _on_start(rank, listen):
+    start_for_rank(rank, listen)
+
+
+def _on_stop():
+    stop()  # looked up when called: what replaces ``stop`` here is what runs
+
+
+def attach():
+    """Attach the exporter to Init and Finalize (``hixl_rma.hooks``): Init
+    starts it, before the engine, where HIXL_RMA_TELEMETRY asks for one;
+    Finalize stops it. Idempotent."""
+    hooks.on_start(_on_start)
+    hooks.on_stop(_on_stop)

@@ -14,8 +14,8 @@ from mpi4py import MPI
 
 from . import _engine
 from . import attributes
-from . import races as _races
 from . import constants as C
+from . import hooks
 from ._datatypes import as_buffer
 from .accumulate import Accumulates
 from .attributes import Attributes
@@ -27,6 +27,7 @@ from .errors import ParamError, UnsupportedError, also
 from .notify import Notifications
 from .ops import SUM
 from .request import Request
+from .winview import WindowView
 
 _READ, _WRITE = _engine.READ, _engine.WRITE
 
@@ -64,7 +65,8 @@ class Win(_engine.WinBase):
     @classmethod
     def _new(cls, comm, memory, flavor, disp_unit, info, access=C.ACCESS_READ_WRITE,
              mem_type=_engine.MEM_HOST):
-        checked = _races.checked_class(cls)  # None unless the race detector is on
+        make = hooks.window_class
+        checked = make(cls) if make is not None else None  # None unless a tool (the race detector) is on
         if checked is not None and checked is not cls:
             return checked._new(comm, memory, flavor, disp_unit, info, access, mem_type)
         core = WindowCore()
@@ -103,6 +105,19 @@ class Win(_engine.WinBase):
         return cls._new(comm, None, C.WIN_FLAVOR_DYNAMIC, 1, info)
 
     # ------------------------------------------------------------ teardown
+
+    def view(self):
+        """A read-only view of this window for tools (``hixl_rma.winview.WindowView``):
+        its id, name, flavor, communicator, ranks, memory range and
+        displacement units, and its checks."""
+        view = self.__dict__.get("_view")
+        if view is None:
+            view = self._view = WindowView(self._w)
+        return view
+
+    def _complete_all(self):
+        """Complete every operation of this rank on the window (the HIXL face's Fence)."""
+        self._w.complete_all()
 
     def Free(self):
         """Free the window (collective); no epoch may be open."""

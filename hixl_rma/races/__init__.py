@@ -2,9 +2,10 @@
 
 On by ``python -m hixl_rma --check-races prog.py``, by
 ``HIXL_RMA_CHECK=races``, or by pytest's ``--hixl-races``. Off, nothing of
-it runs: ``Win`` and its hot path are as they are; window creation asks
-``checked_class`` (None) and goes on. On, window creation hands out the
-checked subclass (``checked.py``), ``MPI.COMM_WORLD`` becomes a
+it runs: ``Win`` and its hot path are as they are, and the runtime's hooks
+(``hixl_rma.hooks``) are empty. On, it fills them: window creation hands
+out the checked subclass (``checked.py``), the program's barriers carry
+clocks, ``MPI.COMM_WORLD`` becomes a
 communicator whose calls carry clocks (``mpiclock.py``), the line watch
 looks at the program's own lines (``lines.py``), and at the end every
 rank's accesses meet at rank 0 (``check.py``), which prints each race
@@ -12,25 +13,21 @@ once; the job then exits non-zero unless told to keep going.
 """
 import os
 import sys
-import threading
 
-#: the detector of this process while on (races.detector.Detector)
+from .. import hooks
+from . import state
+from .settings import race_json, race_keep
+
+#: the detector of this process while on (races.detector.Detector; state.ACTIVE)
 ACTIVE = None
 _classes = {}
-
-
-class _Plain(threading.local):
-    on = False
-
-
-_plain = _Plain()  # on while the detector makes a window of its own (not checked)
-_options = {"keep_going": False, "json": None, "exit_code": 3}
+_plain = state.plain
+_options = state.options
 
 
 def requested():
     """True when the environment asks for the detector (HIXL_RMA_CHECK=races)."""
-    from .. import config
-    return config.check_races()
+    return "races" in hooks.requested()
 
 
 def checked_class(cls):
@@ -58,13 +55,8 @@ def enable(keep_going=None, json_path=None, at_exit=True):
     """Turn the detector on in this process, now if mpi4py.MPI is imported,
     else as soon as the program imports it (before MPI is used)."""
     configure(keep_going, json_path)
-    if "mpi4py.MPI" in sys.modules:
-        _start(sys.modules["mpi4py.MPI"], at_exit)
-    elif _hook[0] is None or _hook[0] not in sys.meta_path:
-        from ..dropin import OnMPIImport
-
-        _hook[0] = OnMPIImport(lambda MPI: _start(MPI, at_exit))
-        sys.meta_path.insert(0, _hook[0])
+    if "mpi4py.MPI" in sys.modules or _hook[0] is None or _hook[0] not in sys.meta_path:
+        _hook[0] = hooks.when_mpi_imported(lambda MPI: _start(MPI, at_exit))
 
 
 _hook = [None]  # the finder that starts the detector when mpi4py.MPI is imported, while it waits
@@ -76,22 +68,21 @@ def _start(MPI, at_exit):
         return
     if not MPI.Is_initialized() or MPI.Is_finalized():
         return
-    from .. import config as cfg
     from .detector import Detector
     from .mpiclock import make_class
     world = MPI.COMM_WORLD
-    det = Detector(world.Get_rank(), world.Get_size(), cfg.race_keep(), _options["keep_going"],
-                   _options["json"] or cfg.race_json())
-    ACTIVE = det
+    det = Detector(world.Get_rank(), world.Get_size(), race_keep(), _options["keep_going"],
+                   _options["json"] or race_json())
+    ACTIVE = state.ACTIVE = det
     ClockComm = make_class(det)
     det.ClockComm = ClockComm
     det.plain_world = world if type(world) is MPI.Intracomm else MPI.Intracomm(world)
     det.report_comm = MPI.Intracomm.Dup(world)
     cw = ClockComm.wrap(world)
     MPI.COMM_WORLD = cw
-    c = sys.modules.get("hixl_rma.constants")
-    if c is not None:
-        c.COMM_WORLD = cw
+    hooks.hand_out_world(cw)
+    hooks.window_class = checked_class
+    hooks.program_barrier = barrier
     from . import lines, threads
     threads.install(det)
     lines.start(det)
@@ -123,15 +114,6 @@ def barrier(comm, wait=None):
     else:
         wait(lambda: shadow.Iallreduce(MPI.IN_PLACE, c, op=MPI.MAX))
     ACTIVE.acquire(c)
-
-
-def called_by_program(frame):
-    """True when ``frame`` (the caller of a hixl_rma barrier) is the
-    program's code or the HIXL face's Communicator, not hixl_rma's own
-    machinery (whose barriers the detector's clocks already account for)."""
-    from .detector import _own
-    fn = frame.f_code.co_filename
-    return not _own(fn) or fn.endswith(os.sep + "comm.py")
 
 
 def finish():

@@ -1,10 +1,10 @@
 """The detector's record in C (``_record.pyx``), or None where it is not
 built or ``HIXL_RMA_RACE_PURE=1`` asks for the Python one (the tests
 compare the two)."""
-from .. import config
+from .settings import race_pure
 
 record = None
-if not config.race_pure():
+if not race_pure():
     try:
         from . import _record as record
     except ImportError:  # a build without it: the Python record

@@ -985,7 +985,7 @@ cdef object _by_identity(list cache, obj, fn):
 
 
 cdef class _WinRec:
-    """What the record keeps of one checked window: its core, its WinInfo, its
+    """What the record keeps of one checked window: its view (Win.view()), its WinInfo, its
     targets' (world rank, disp_unit), and its clock window's calls and rows."""
     cdef object core, info, key, targets, cw, put, get, flush, rows, mem, peers
     cdef set atomics  # info.atomics: the targets of atomics not yet flushed (set methods called in C)
@@ -1030,7 +1030,7 @@ cdef class _WinRec:
         if t is None:
             t = _Target()
             t.rank, t.tw = target_rank, self.info.world[target_rank]
-            t.du = self.core.targets[target_rank].disp_unit
+            t.du = self.core.disp_unit_of(target_rank)
             t.pk = (self.key, t.tw)
             self.targets[target_rank] = t
         self.last = t
@@ -1196,7 +1196,7 @@ cdef class Recorder:
         return <Clock>c
 
     cdef _WinRec window(self, w):
-        """What the record keeps of window core w (``self.what``: the call)."""
+        """What the record keeps of window w (its view; ``self.what``: the call)."""
         cdef _WinRec c = self.w_last
         if c is not None and c.core is w:
             return c
@@ -1215,7 +1215,7 @@ cdef class Recorder:
         without looking up its core: a weak reference says it is the same)."""
         if self.win_ref is not None and <object>PyWeakref_GetObject(self.win_ref) is win and self.w_last is not None:
             return self.w_last
-        c = self.window(win._w)
+        c = self.window(win.view())
         self.win_ref = self.weakref(win)
         return c
 

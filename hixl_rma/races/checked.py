@@ -13,10 +13,9 @@ import threading
 import numpy as np
 from mpi4py import MPI
 
-from .. import _engine
 from .. import constants as C
 from .._datatypes import as_buffer, target_blocks, typemap
-from ..request import Request
+from .. import Request  # the face's
 from ._ext import record as _crecord
 from .clockwin import ClockWindow
 from .detector import LocalUse, WinInfo, _sum, site, site_of
@@ -96,15 +95,15 @@ def _addr(arr):
     return arr.__array_interface__["data"][0]
 
 
-def _shape(t, origin, target, receives):
+def _shape(disp_unit, origin, target, receives):
     """(target blocks, basic datatype, origin lo, origin hi, origin object)."""
     if (target is None or type(target) is int) and type(origin) is np.ndarray and origin.flags.c_contiguous:
         n = origin.nbytes
-        lo = (target or 0) * t.disp_unit
+        lo = (target or 0) * disp_unit
         a = _addr(origin)
         return ((lo, lo + n),) if n else (), origin.dtype.str, a, a + n, origin
     ob = as_buffer(origin, writable=receives, name="origin", allow_device=True)
-    _, tblk, dtype, size = target_blocks(target, ob, t.disp_unit, "origin" if receives else "target")
+    _, tblk, dtype, size = target_blocks(target, ob, disp_unit, "origin" if receives else "target")
     if ob.device:
         return _merge(tblk), (dtype.str if dtype is not None else None), 0, 0, None
     if len(ob.blocks):
@@ -164,20 +163,19 @@ def make_class(Win, det):
         wrap_abort(det.ClockComm)
 
     def info_of(win):
-        return det.windows[win._w.key]
+        return det.windows[win.view().key]
 
     def world(win, rank):
-        return win._w.comm.world_ranks[rank]
+        return info_of(win).world[rank]
 
     def rma(win, call, origin, target_rank, target, op=None, result=None, compare=None, where_=None):
         if target_rank == C.PROC_NULL:
             return [], []
-        core = win._w
         info = info_of(win)
-        t = core.targets[target_rank]
-        tw = world(win, target_rank)
+        du = win.view().disp_unit_of(target_rank)
+        tw = info.world[target_rank]
         receives = call in ("Get", "Rget")
-        blocks, dtype, lo, hi, obj = _shape(t, origin, target, receives)
+        blocks, dtype, lo, hi, obj = _shape(du, origin, target, receives)
         where_ = where_ or site(3)
         rec = det.access(info, tw, blocks, call, op, dtype, where_, grows=call in _GROWS)
         if call in _ATOMICS:
@@ -197,12 +195,12 @@ def make_class(Win, det):
 
     def fast(win, call, origin, target_rank, target, receives):
         """Put/Get of a contiguous ndarray at an int displacement: record inline."""
-        w = win._w
+        w = win.view()
         key = w.key
         info = windows[key]
         tw = info.world[target_rank]
         n = origin.nbytes
-        lo = (target or 0) * w.targets[target_rank].disp_unit
+        lo = (target or 0) * w.disp_unit_of(target_rank)
         blocks = ((lo, lo + n),) if n else ()
         where_ = site_of(_getframe(1))
         with det.mutex:
@@ -249,7 +247,7 @@ def make_class(Win, det):
 
     def flushed(win, rank):
         """Flush(rank): what this rank did to rank is complete, remotely and locally."""
-        info = windows[win._w.key]
+        info = windows[win.view().key]
         tw = info.world[rank]
         with det.mutex:
             clock = det.clock
@@ -295,7 +293,7 @@ def make_class(Win, det):
     def atomic_issue(win, target_rank, call):
         """Before an atomic: this rank's clock goes to the target's atomic record."""
         # a bad rank or a freed window is the window's error, not its clock window's
-        if win._w.target(target_rank, call) is not None:
+        if win.view().check_target(target_rank, call):
             det.acquire()
             info_of(win).clocks.atomic_publish(det.release(ordered=False), target_rank)
 
@@ -321,12 +319,12 @@ def make_class(Win, det):
         @classmethod
         def _new(cls, comm, memory, flavor, disp_unit, info, access=C.ACCESS_READ_WRITE, mem_type=None):
             if mem_type is None:
-                mem_type = _engine.MEM_HOST
+                mem_type = C.MEMORY_HOST
             self = super()._new(comm, memory, flavor, disp_unit, info, access, mem_type)
-            w = self._w
-            base, size = (w.me.base, w.me.size) if flavor != C.WIN_FLAVOR_DYNAMIC and not w.device else (0, 0)
-            wi = WinInfo(w.key, w.label(), list(w.comm.world_ranks), w.comm.rank, base, size)
-            wi.clocks = ClockWindow(Win, w.comm.comm, det.width, w.comm.rank)
+            w = self.view()
+            base, size = w.base, w.size
+            wi = WinInfo(w.key, w.label(), list(w.world_ranks), w.rank, base, size)
+            wi.clocks = ClockWindow(Win, w.comm, det.width, w.rank)
             wi.locks, wi.start, wi.post, wi.atomics = {}, [], [], set()
             with det.mutex:
                 det.windows[w.key] = wi
@@ -409,8 +407,7 @@ def make_class(Win, det):
             if target_rank == C.PROC_NULL:
                 return base(self, origin_blocks, target_rank, target_disps, tag)
             info, tw, where_ = info_of(self), world(self, target_rank), site(2)
-            t = self._w.targets[target_rank]
-            blocks = _batch_blocks(origin_blocks, target_disps, t.disp_unit)
+            blocks = _batch_blocks(origin_blocks, target_disps, self.view().disp_unit_of(target_rank))
             # the notification's clock must be there before the notification is sent
             at = notified(self, target_rank) if tag is not None else None
             base(self, origin_blocks, target_rank, target_disps, tag)
@@ -423,16 +420,15 @@ def make_class(Win, det):
             base(self, origin_blocks, target_rank, target_disps)
             if target_rank == C.PROC_NULL:
                 return
-            t = self._w.targets[target_rank]
-            det.access(info_of(self), world(self, target_rank), _batch_blocks(origin_blocks, target_disps,
-                                                                                t.disp_unit), "Get_batch", None,
-                       None, site(2))
+            du = self.view().disp_unit_of(target_rank)
+            det.access(info_of(self), world(self, target_rank), _batch_blocks(origin_blocks, target_disps, du),
+                       "Get_batch", None, None, site(2))
 
         # ------------------------------------------------ synchronization
 
         @guarded
         def Fence(self, base, assertion=0):
-            self._w.check_live("Fence")  # a freed window says so, not its clock window
+            self.view().check_live("Fence")  # a freed window says so, not its clock window
             sync(self, None, "Fence")
             cw = info_of(self).clocks
             cw.fence_out(det.release())
@@ -454,7 +450,7 @@ def make_class(Win, det):
 
         @guarded
         def Unlock(self, base, rank):
-            self._w.check_live("Unlock")  # a freed window says so, not its clock window
+            self.view().check_live("Unlock")  # a freed window says so, not its clock window
             if rank == C.PROC_NULL:
                 return base(self, rank)
             info = info_of(self)
@@ -467,7 +463,7 @@ def make_class(Win, det):
 
         @guarded
         def Lock_all(self, base, assertion=0):
-            self._w.check_live("Lock_all")  # a freed window says so, not its clock window
+            self.view().check_live("Lock_all")  # a freed window says so, not its clock window
             base(self, assertion)
             info = info_of(self)
             if assertion & MPI.MODE_NOCHECK:
@@ -479,7 +475,7 @@ def make_class(Win, det):
 
         @guarded
         def Unlock_all(self, base):
-            self._w.check_live("Unlock_all")  # a freed window says so, not its clock window
+            self.view().check_live("Unlock_all")  # a freed window says so, not its clock window
             info = info_of(self)
             sync(self, None, "Unlock_all")
             c = det.release(ordered=False)
@@ -512,9 +508,9 @@ def make_class(Win, det):
 
         @guarded
         def Post(self, base, group, assertion=0):
-            self._w.check_live("Post")  # a freed window says so, not its clock window
+            self.view().check_live("Post")  # a freed window says so, not its clock window
             info = info_of(self)
-            ranks = self._w.comm.group_ranks(group, "Post")
+            ranks = self.view().group_ranks(group, "Post")
             info.post = list(ranks)
             det.acquire()
             info.clocks.post_out(det.release(), ranks)
@@ -524,12 +520,12 @@ def make_class(Win, det):
         def Start(self, base, group, assertion=0):
             base(self, group, assertion)
             info = info_of(self)
-            info.start = list(self._w.comm.group_ranks(group, "Start"))
+            info.start = list(self.view().group_ranks(group, "Start"))
             det.acquire(*info.clocks.start_in(info.start))
 
         @guarded
         def Complete(self, base):
-            self._w.check_live("Complete")  # a freed window says so, not its clock window
+            self.view().check_live("Complete")  # a freed window says so, not its clock window
             info = info_of(self)
             sync(self, None, "Complete")
             info.clocks.complete_out(det.release(), info.start)
@@ -610,7 +606,7 @@ def make_class(Win, det):
 
         @guarded
         def Free(self, base):
-            self._w.check_live("Free")  # a freed window says so, not its clock window
+            self.view().check_live("Free")  # a freed window says so, not its clock window
             info = info_of(self)
             sync(self, None, "Free")
             base(self)
@@ -633,11 +629,12 @@ def make_class(Win, det):
         info_of(win).clocks.notify_out(det.release(), target_rank)
         return at
 
-    def complete_all(win):
-        """The HIXL face's Fence completed every operation of this rank on win."""
-        sync(win, None, "Fence")
+    def _complete_all(self):
+        """The HIXL face's Fence: every operation of this rank on the window completes."""
+        Win._complete_all(self)
+        sync(self, None, "Fence")
 
-    CheckedWin.complete_all = staticmethod(complete_all)
+    CheckedWin._complete_all = _complete_all
     if _crecord is not None:  # the hot calls record in C: no Python frame of the detector's
         rec = _crecord.Recorder(det, _tls, slow, atomics_done, C.PROC_NULL, _opname, _type_info)
         det.forget, det.threads_started = rec.forget, rec.threads_started

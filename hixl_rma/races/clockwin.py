@@ -50,12 +50,12 @@ class ClockWindow:
         self.NOTIFY = self.COMPLETE + nc * nworld
         self.ATOMIC = self.NOTIFY + nc * nworld
         self.total = self.ATOMIC + nc * nworld
-        from . import _plain
-        _plain.on = True
+        from .state import plain
+        plain.on = True
         try:
             self.win = Win.Allocate(self.total * 8, 8, comm=comm)
         finally:
-            _plain.on = False
+            plain.on = False
         self.mem = np.frombuffer(self.win.tomemory(), np.int64)
         self.mem[:] = 0
         MPI.Intracomm.Barrier(comm)  # the window's own communicator: no clocks

@@ -23,7 +23,8 @@ import time
 
 from mpi4py import MPI
 
-from . import check
+from . import check, state
+from .settings import race_json
 
 
 FAILED_WAIT_S = 5.0  # how long a failing rank waits for the others' records (at most the runtime's timeout)
@@ -65,8 +66,7 @@ def _mine(det):
 def _report(det, every, missing=(), failed=()):
     """Check the records of ``every`` rank's dict, print, write the JSON
     report; the number of races."""
-    from .. import config
-    from . import _options
+    _options = state.options
     labels, records, reports, dropped = {}, [], [], 0
     for m in every:
         labels.update(m["labels"])
@@ -82,7 +82,7 @@ def _report(det, every, missing=(), failed=()):
               + (f"; rank(s) {_ranks(missing)} did not join it within {FAILED_WAIT_S:g} s, their accesses "
                  f"are not in it" if missing else ""), file=det.out)
     _print(reports, len(records), dropped, det.out)
-    path = _options["json"] or config.race_json()
+    path = _options["json"] or race_json()
     if path:
         with open(path, "w") as f:
             json.dump({"races": found, "warnings": len(reports) - found, "reports": reports,
@@ -100,8 +100,7 @@ def failed():
     report, with what the ranks that join within FAILED_WAIT_S give (see
     the module's doc). Returns the number of races found here (0 where
     another rank prints); never raises, never waits past its deadline."""
-    from . import ACTIVE
-    det = ACTIVE
+    det = state.ACTIVE
     if det is None or det.finished is not None:
         return 0
     try:
@@ -191,8 +190,8 @@ def wrap_abort(cls):
     base = cls.Abort
 
     def Abort(self, errorcode=0):
-        from . import ACTIVE
-        if ACTIVE is not None and ACTIVE.finished is None:
+        det = state.ACTIVE
+        if det is not None and det.finished is None:
             failed()
             sys.stderr.flush()
             time.sleep(0.2)  # mpiexec's forwarder reads the report before the abort ends the job
@@ -213,8 +212,7 @@ def _settle(reqs, end):
 
 def finish():
     """Gather, check, print; returns the number of races (not warnings) found."""
-    from . import ACTIVE, _options
-    det = ACTIVE
+    det, _options = state.ACTIVE, state.options
     if det is None:
         return 0
     if det.finished is not None:
@@ -245,7 +243,7 @@ def finish():
     if ok:
         found = comm.bcast(found, root=0)
     det.finished = found
-    if _options["json"] or config.race_json():
+    if _options["json"] or race_json():
         _options["keep_going"] = True
     return found
 

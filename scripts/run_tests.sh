@@ -38,6 +38,8 @@ step() {
 }
 # Lint (the configuration is pyproject.toml's [tool.ruff]).
 step lint ruff check .
+# The import contracts (pyproject.toml's [tool.importlinter]: the layers, no tool below the faces).
+step import-contracts lint-imports
 # The documentation site, warnings as errors (docs/contributing.md).
 step docs python -m sphinx -W --keep-going -q -b html docs "$logs/docs-html"
 step single "$PYTEST" -q -p no:cacheprovider tests --ignore=tests/mpi

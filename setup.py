@@ -121,8 +121,8 @@ class _BuildExt(build_ext):
                 objects = list(pool.map(one, engine_sources))
             headers = sorted(glob.glob("src/engine/*/*.h") + glob.glob("src/include/hixl/*.h"))
             for e in self.extensions:
-                if e.name in (LINETRACE, RECORD):
-                    continue  # the race detector's: no engine in them
+                if e.name in (LINETRACE, RECORD, FLOOR):
+                    continue  # the race detector's and the benchmark's: no engine in them
                 e.extra_objects = objects + list(e.extra_objects or [])
                 e.depends = list(e.depends or []) + engine_sources + headers  # relinked when the engine changes
         super().build_extensions()
@@ -158,7 +158,12 @@ record = Extension(RECORD, sources=["hixl_rma/races/_record.pyx"], language="c++
 # The binding's declarations of the engine's extension calls, made from their
 # one declaration (src/include/hixl/hixl_ext_calls.h) before Cython reads them.
 runpy.run_path(os.path.join(HERE, "scripts", "ext_decls.py"), run_name="ext_decls")["main"]([])
-exts = cythonize([ext, linetrace, record], compiler_directives={"language_level": 3})
+# The benchmark's floor peer (hixl_rma/bench/_floor.pyx): the system call a
+# same-node Put comes down to, timed in C; the benchmark's, not the engine's.
+FLOOR = "hixl_rma.bench._floor"
+floor = Extension(FLOOR, sources=["hixl_rma/bench/_floor.pyx"], language="c++",
+                  extra_compile_args=["-O2", "-g0", "-Wall"])
+exts = cythonize([ext, linetrace, record, floor], compiler_directives={"language_level": 3})
 if not hixl_home:
     exts.append(Extension(
         PLUGIN,

@@ -1124,7 +1124,6 @@ cdef int _descs(object descs, vector[TransferOpDesc] &v) except -1:
     return 0
 include "_fastpath.pxi"
 include "_winbase.pxi"
-include "_floor.pxi"
 
 
 # ------------------------------------------------------------ DLPack dtype

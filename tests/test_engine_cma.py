@@ -397,26 +397,27 @@ def test_two_procs_vectored_then_peer_death(tmp_path, mode, death):
 
 
 def test_floor_cma_moves_the_bytes_it_times():
-    """The benchmark's floor peer (hixl_rma._engine.floor_cma) makes the real
-    system calls: here into this process's own memory, every block lands at
-    its stride; bad arguments are refused before any call."""
-    from hixl_rma import _engine
+    """The benchmark's floor peer (hixl_rma.bench._floor.floor_cma, the
+    benchmark's extension, not the engine's) makes the real system calls:
+    here into this process's own memory, every block lands at its stride;
+    bad arguments are refused before any call."""
+    from hixl_rma.bench._floor import floor_cma
 
     src = np.arange(64, dtype=np.uint8)
     dst = np.zeros(256, np.uint8)
-    ns = _engine.floor_cma(os.getpid(), dst.ctypes.data, src, 16, 4, 64, 3)
+    ns = floor_cma(os.getpid(), dst.ctypes.data, src, 16, 4, 64, 3)
     assert len(ns) == 3 and all(t > 0 for t in ns)
     for i in range(4):
         assert (dst[i * 64:i * 64 + 16] == src[i * 16:(i + 1) * 16]).all()
         assert not dst[i * 64 + 16:(i + 1) * 64].any()
     back = np.zeros(16, np.uint8)
-    _engine.floor_cma(os.getpid(), dst.ctypes.data, back, 16, 1, 0, 1, write=False)
+    floor_cma(os.getpid(), dst.ctypes.data, back, 16, 1, 0, 1, write=False)
     assert (back == src[:16]).all()
     with pytest.raises(ValueError, match="64 bytes, 128 needed"):
-        _engine.floor_cma(os.getpid(), dst.ctypes.data, src, 32, 4, 64, 1)
+        floor_cma(os.getpid(), dst.ctypes.data, src, 32, 4, 64, 1)
     with pytest.raises(ValueError, match="positive"):
-        _engine.floor_cma(os.getpid(), dst.ctypes.data, src, 0, 4, 64, 1)
+        floor_cma(os.getpid(), dst.ctypes.data, src, 0, 4, 64, 1)
     with pytest.raises(OSError, match="moved -1 of 16 bytes"):
-        _engine.floor_cma(os.getpid(), 8, src, 16, 1, 0, 1)  # an unmapped address
+        floor_cma(os.getpid(), 8, src, 16, 1, 0, 1)  # an unmapped address
     with pytest.raises(TypeError):
-        _engine.floor_cma(os.getpid(), dst.ctypes.data, bytes(64), 16, 1, 0, 1)  # not writable
+        floor_cma(os.getpid(), dst.ctypes.data, bytes(64), 16, 1, 0, 1)  # not writable

@@ -496,7 +496,7 @@ def _floor_kernel(B, target, block, count, stride, per_op):
     round (``per_op``) or mean ms per round, as the kernel it stands beside."""
     import numpy as np
 
-    from hixl_rma import _engine
+    from ._floor import floor_cma
 
     pid, addr = target
     local = np.ones(block * count, np.uint8)
@@ -504,7 +504,7 @@ def _floor_kernel(B, target, block, count, stride, per_op):
     def k(n):
         el = v = None
         if B.rank == 0:
-            ns = _engine.floor_cma(pid, addr, local, block, count, stride, n)
+            ns = floor_cma(pid, addr, local, block, count, stride, n)
             el = sum(ns) / 1e9
             v = sorted(ns)[n // 2] / 1e3 if per_op else el / n * 1e3
         B.hixl_barrier()
@@ -527,10 +527,10 @@ def _add_floor(B, res, iters, target, block, count, stride, per_op):
 def _floor_ok(target, block):
     import numpy as np
 
-    from hixl_rma import _engine
+    from ._floor import floor_cma
 
     try:
-        _engine.floor_cma(target[0], target[1], np.ones(block, np.uint8), block, 1, 0, 1)
+        floor_cma(target[0], target[1], np.ones(block, np.uint8), block, 1, 0, 1)
         return True
     except OSError:
         return False  # rank 1 is not on this host (or ptrace forbids it): no floor

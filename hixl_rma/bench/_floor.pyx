@@ -1,7 +1,11 @@
-# What the benchmark sets beside the hot path (python -m hixl_rma.bench rma,
-# the "floor" peer): the system call a same-node Put or Get into a
-# Win.Create window comes down to, timed in C with nothing around it, so
-# that a figure says how far above that floor the whole call is.
+# cython: language_level=3
+"""The benchmark's floor peer (``python -m hixl_rma.bench rma``): the system
+call a same-node Put or Get into a Win.Create window comes down to, timed
+in C with nothing around it, so that a figure says how far above that floor
+the whole call is. The benchmark's own extension, not the engine's."""
+from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport uintptr_t
+from libcpp.vector cimport vector
 
 cdef extern from "<sys/uio.h>" nogil:
     cdef struct iovec:
@@ -45,9 +49,10 @@ def floor_cma(int pid, uintptr_t remote, local, size_t block, size_t count, size
     cdef vector[long long] ns
     if block == 0 or count == 0:
         raise ValueError("floor_cma: block and count must be positive")
-    if _get_buffer(local, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) != 0:
-        PyErr_Clear()
-        raise TypeError("floor_cma: local must be a writable C-contiguous buffer")
+    try:
+        PyObject_GetBuffer(local, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+    except (TypeError, BufferError, ValueError):
+        raise TypeError("floor_cma: local must be a writable C-contiguous buffer") from None
     try:
         if <size_t>view.len < block * count:
             raise ValueError(f"floor_cma: local buffer has {view.len} bytes, {block * count} needed")

@@ -7,7 +7,7 @@ most the server's CHALLENGE (a nonce and the server's proof) and a REJECT
 frame header, never a byte of the memory table or of the memory, nothing is
 written, and the engine keeps serving its real peer.
 
-Frame format (src/engine/wire.h), little-endian: u32 magic 0x4d525848
+Frame format (src/engine/common/wire.h), little-endian: u32 magic 0x4d525848
 ("HXRM"), u16 version 3, u16 type, u32 payload length, u32 reserved, u64
 request id; a field is u32-length-prefixed bytes. Handshake (auth.h): HELLO
 (client nonce, client name, client id) -> CHALLENGE (server nonce, server id,

@@ -3,8 +3,10 @@ import importlib.util
 import os
 import textwrap
 import pathlib
+import shutil
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -110,3 +112,20 @@ LISTENERS = textwrap.dedent('''
                 out.append((socket.inet_ntop(family, raw), int(port, 16)))
         return out
 ''')
+
+
+def mpiexec():
+    """mpiexec next to this Python (the venv's MPICH), else the one on PATH."""
+    here = pathlib.Path(sys.executable).parent / "mpiexec"
+    found = str(here) if here.exists() else shutil.which("mpiexec")
+    assert found, "mpiexec not found next to the interpreter or on PATH"
+    return found
+
+
+def clean_env():
+    """This environment without an enclosing MPI launch (PMI/Hydra variables)."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "HYDI_", "MPI_LOCALNRANKS",
+                                "MPI_LOCALRANKID", "OMPI_"))}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env

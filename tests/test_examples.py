@@ -3,35 +3,22 @@
 A single-process test: it launches mpiexec itself, so it must not run under
 mpiexec (the launcher's environment is stripped from the child's).
 """
-import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
+
+import procutil
 
 pytestmark = pytest.mark.timeout(150)
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
 
 
-def _mpiexec():
-    """mpiexec next to this Python (the venv's MPICH), else the one on PATH."""
-    here = pathlib.Path(sys.executable).parent / "mpiexec"
-    found = str(here) if here.exists() else shutil.which("mpiexec")
-    assert found, "mpiexec not found next to the interpreter or on PATH"
-    return found
-
-
-def _clean_env():
-    """This environment without an enclosing MPI launch (PMI/Hydra variables)."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PMI_", "PMIX_", "HYDRA_", "HYDI_", "MPI_LOCALNRANKS",
-                                "MPI_LOCALRANKID", "OMPI_"))}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
+_mpiexec = procutil.mpiexec
+_clean_env = procutil.clean_env
 
 
 @pytest.mark.parametrize("script, ranks", [

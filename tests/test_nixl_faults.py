@@ -32,11 +32,11 @@ def _reap(procs):
     return outs
 
 
-ONE_SLOW_AGENT = textwrap.dedent(r'''
+# What both programs below use: a file a peer publishes, and a peer stopped for sure.
+PRELUDE = textwrap.dedent(r'''
     import json, os, signal, sys, threading, time
     import numpy as np
     from hixl_rma import nixl as hn
-    d, c_pid, timeout_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 
     def take(path):
         end = time.monotonic() + 60
@@ -60,6 +60,11 @@ ONE_SLOW_AGENT = textwrap.dedent(r'''
                 return
             time.sleep(0.005)
         raise AssertionError(f"process {pid} did not stop")
+''')
+
+ONE_SLOW_AGENT = PRELUDE + textwrap.dedent(r'''
+    d, c_pid, timeout_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+
 
     a = hn.agent("a", ["HIXL_RMA"])
     src, back = np.zeros(1 << 20, np.uint8), np.zeros(1 << 20, np.uint8)
@@ -146,34 +151,9 @@ def test_connect_to_an_unresponsive_agent_does_not_stall_transfers_to_another(tm
     assert "b ok" in outs[0], outs[0][-2000:]
 
 
-SLOW_ACKER = textwrap.dedent(r'''
-    import json, os, signal, sys, time
-    import numpy as np
-    from hixl_rma import nixl as hn
+SLOW_ACKER = PRELUDE + textwrap.dedent(r'''
     d, p_pid, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 
-    def take(path):
-        end = time.monotonic() + 60
-        while not os.path.exists(path):
-            assert time.monotonic() < end, f"no {path}"
-            time.sleep(0.02)
-        return open(path, "rb").read()
-
-    def stop(pid):
-        """SIGSTOP `pid` and wait until every thread of it is stopped (the signal is asynchronous)."""
-        os.kill(pid, signal.SIGSTOP)
-        end = time.monotonic() + 10
-        while time.monotonic() < end:
-            states = []
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                try:
-                    states.append(open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()[0])
-                except OSError:
-                    pass
-            if states and all(st in "tT" for st in states):
-                return
-            time.sleep(0.005)
-        raise AssertionError(f"process {pid} did not stop")
 
     def put(path, data):
         open(path + ".tmp", "wb").write(data)

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "common/auth.h"
+#include "common/log.h"
 #include "hixl/hixl_ext.h"
 #include "common/status.h"
 #include "common/ucx_env.h"
@@ -58,6 +59,11 @@ Status ParseOptions(const std::map<AscendString, AscendString> &options, Options
     } else if (key == ext::OPTION_TELEMETRY) {
       if (val != "0" && val != "1") return Fail(PARAM_INVALID, "option Telemetry must be 0 or 1, got '" + val + "'");
       out.telemetry = val == "1";
+    } else if (key == ext::OPTION_LOG_LEVEL) {
+      LogLevel level;
+      if (!ParseLogLevel(val, level))
+        return Fail(PARAM_INVALID, "option LogLevel must be off, error, warning, info or debug, got '" + val + "'");
+      out.log_level = val;
     } else if (key == ext::OPTION_CMA_THREADS) {
       long t = 0;
       if (!val.empty() && (!ParseLong(val, t) || t < 1))

@@ -36,6 +36,7 @@ struct Options {
   bool mapped = true;                       ///< the mapped path (option Direct), as far as UCX_TLS allows mapping
   size_t cma_threads = 0;                   ///< CmaThreads; 0: not set (see ThreadsFor)
   bool telemetry = false;                   ///< Telemetry
+  std::string log_level;                    ///< LogLevel as given; empty: leave the process's as it is
 };
 
 /** @brief Parse `options` into `out`; PARAM_INVALID naming the option when a value is bad. */

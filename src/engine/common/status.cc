@@ -1,5 +1,7 @@
 #include "common/status.h"
 
+#include "common/log.h"
+
 namespace hixl {
 namespace engine {
 namespace {
@@ -8,6 +10,10 @@ thread_local std::string g_last_error;
 
 Status Fail(Status st, const std::string &msg) {
   g_last_error = msg;
+  // Every error passes here: a timeout or a lost peer is an operator's
+  // business, the rest (bad arguments above all) the caller's exception.
+  HIXL_LOG(st == TIMEOUT || st == ext::PEER_FAILURE ? LogLevel::kWarning : LogLevel::kDebug,
+           "status " + std::to_string(st) + ": " + msg);
   return st;
 }
 

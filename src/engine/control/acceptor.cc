@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "common/auth.h"
 #include "common/status.h"
 
@@ -278,6 +279,7 @@ bool Acceptor::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std:
           !ConstantTimeEqual(proof, Proof(options_.auth_key, "client", a.client_id, a.client_nonce, a.server_nonce,
                                           listen_port_))) {
         // The stranger learns nothing but the refusal.
+        HIXL_LOG(LogLevel::kInfo, "refused engine '" + a.client_id + "': its proof does not match this job's token and domain");
         a.close_after_out = true;
         Queue(a, Frame(Msg::REJECT, 0, ""));
         return true;
@@ -289,6 +291,7 @@ bool Acceptor::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std:
       w.raw(table.data(), table.size());
       a.stage = Accepted::Stage::AUTHED;
       accepts_total_.fetch_add(1, std::memory_order_relaxed);
+      HIXL_LOG(LogLevel::kInfo, "accepted engine '" + a.client_id + "'");
       a.client_nonce.clear();
       a.server_nonce.clear();
       return Queue(a, Frame(Msg::HELLO_OK, 0, w.str()));

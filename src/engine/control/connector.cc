@@ -5,12 +5,19 @@
 #include <thread>
 #include <utility>
 
+#include "common/log.h"
 #include "common/status.h"
 
 namespace hixl {
 namespace engine {
 
 namespace {
+// A refusal either way is an operator's business (a token, a domain or an
+// address that is wrong), not only the caller's exception.
+Status Refused(const std::string &msg) {
+  HIXL_LOG(LogLevel::kInfo, msg);
+  return Fail(FAILED, msg);
+}
 
 /// A refused connect is tried again within the timeout, but for this long at most.
 constexpr auto kRefusedRetryFor = std::chrono::milliseconds(300);
@@ -134,20 +141,20 @@ Status Connector::Handshake(const std::string &remote, const HostPort &hp, const
     return Fail(FAILED, "Connect to " + remote + ": malformed handshake (not a HIXL engine of this version?)");
   // The server proves the token (and its id) first: one that cannot learns nothing from us.
   if (!ConstantTimeEqual(server_proof, Proof(options_.auth_key, "server", server_id, nonce, server_nonce, hp.port)))
-    return Fail(FAILED, "Connect to " + remote + " refused: the engine there does not prove this job token "
-                        "and domain (job token or domain mismatch, or another process on that port)");
+    return Refused("Connect to " + remote + " refused: the engine there does not prove this job token "
+                   "and domain (job token or domain mismatch, or another process on that port)");
   // Another engine of this job (an address that reaches another host, a
   // port taken over): not the one asked for, and told nothing more.
   if (!expected_id.empty() && !ConstantTimeEqual(server_id, expected_id))
-    return Fail(FAILED, "Connect to " + remote + " refused: the engine there is '" + server_id + "' of this job, not '" +
-                            expected_id + "'");
+    return Refused("Connect to " + remote + " refused: the engine there is '" + server_id + "' of this job, not '" +
+                   expected_id + "'");
   Writer proof;
   proof.bytes(Proof(options_.auth_key, "client", options_.engine_id, nonce, server_nonce, hp.port));
   if (!SendAll(fd, Frame(Msg::PROOF, 0, proof.str()), deadline) || !RecvFrame(fd, h, payload, kMaxPayload, deadline))
     return Fail(Clock::now() >= deadline ? TIMEOUT : NOT_CONNECTED,
                 "Connect to " + remote + ": the handshake was cut short");
   if (h.type != static_cast<uint16_t>(Msg::HELLO_OK))
-    return Fail(FAILED, "Connect to " + remote + " refused: job token mismatch");
+    return Refused("Connect to " + remote + " refused: job token mismatch");
   proven_id = server_id;
   return SUCCESS;
 }
@@ -235,6 +242,9 @@ Status Connector::Dial(const std::string &remote, const HostPort &hp, const std:
     std::lock_guard<std::mutex> sl(peer->send_mu);
     peer->fd = std::move(sock);  // from here on the peer owns the socket
   }
+  HIXL_LOG(LogLevel::kInfo, "connected to " + remote + " (engine '" + proven_id + "'" + (peer->cma ? ", cma" : "") +
+                                (peer->regions.empty() ? "" : ", " + std::to_string(peer->regions.size()) + " region(s)") +
+                                ")");
   out = std::move(peer);
   return SUCCESS;
 }
@@ -534,6 +544,7 @@ void Connector::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, cons
 
 void Connector::MarkDead(const PeerPtr &peer, const std::string &why) {
   if (!peer->SetDead(why)) return;
+  HIXL_LOG(LogLevel::kWarning, "peer " + peer->name + " declared dead: " + why);
   // Pointers callers cached into its mapped memory are looked up again,
   // and so find it dead, instead of writing on into memory nobody reads.
   mapping_generation_.fetch_add(1, std::memory_order_acq_rel);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "data/path_ucx.h"
+#include "common/log.h"
 #include "common/status.h"
 
 namespace hixl {
@@ -13,6 +14,7 @@ namespace engine {
 
 Status CmaPath::PeerGone(Peer &peer) {
   peer.cma = false;
+  HIXL_LOG(LogLevel::kInfo, "cma to " + peer.name + " withdrawn: its process is gone");
   return Fail(ext::PEER_FAILURE, "transfer to " + peer.name + ": its process is gone (no such pid)");
 }
 

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "common/wire.h"
 
@@ -15,6 +16,8 @@ Status HixlImpl::Initialize(const std::string &local, const std::map<AscendStrin
     return engine::Fail(PARAM_INVALID, "local engine '" + local + "' is not \"ip:port\" or \"[ipv6]:port\"");
   Status st = engine::ParseOptions(options, options_);
   if (st != SUCCESS) return st;
+  engine::LogLevel level;
+  if (!options_.log_level.empty() && engine::ParseLogLevel(options_.log_level, level)) engine::SetLogLevel(level);
   data_.Start();
   telemetry_.Enable(options_.telemetry);
   st = control_.Start(hp);

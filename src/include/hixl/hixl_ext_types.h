@@ -46,6 +46,9 @@ constexpr const char *OPTION_DIRECT = "Direct";
 /** @brief Option: threads that share a same-node transfer of kShareMinBytes or more, taken as
  *         given up to the cores allowed (default, or empty: one helper where a core is idle). */
 constexpr const char *OPTION_CMA_THREADS = "CmaThreads";
+/** @brief Option: the engine's log on stderr, "off" (default), "error", "warning", "info" or "debug";
+ *         process-wide (the last engine initialized with it sets it). */
+constexpr const char *OPTION_LOG_LEVEL = "LogLevel";
 
 /** @brief Option: "1" records telemetry (GetTelemetry: per-peer request counts, post and completion
  *         times), "0" (default) not: the data calls then read no clock and take no lock for it. */

@@ -11,6 +11,7 @@ import importlib.util
 import os
 import sys
 
+from . import log as _log
 from ._ucx import load as _load_ucx
 
 if importlib.util.find_spec(__name__ + "._engine") is None:
@@ -24,6 +25,7 @@ if importlib.util.find_spec(__name__ + "._engine") is None:
         f"script inside it. Run from another directory, or build the checkout in place (pip install -e .)",
         name=__name__ + "._engine")
 
+_log.configure()  # HIXL_RMA_LOG_LEVEL, before anything could log
 UCX_VERSION, UCX_ORIGIN = _load_ucx()
 __version__ = "0.1.0"
 

@@ -55,6 +55,10 @@ SETTINGS = {
     "HIXL_RMA_NIXL_TOKEN": ("", "hixl_rma.nixl.agent (backend parameter job_token)",
                             "job token of the HIXL_RMA NIXL backend: with one its engine listens beyond loopback "
                             "(every agent of the job must give the same)"),
+    "HIXL_RMA_LOG_LEVEL": ("", "import of hixl_rma; engine start (option LogLevel)",
+                           "off (default), error, warning, info or debug: hixl_rma's log on stderr -- Python's "
+                           "logging under the logger 'hixl_rma', and the engine's own lines (connections made and "
+                           "refused, peers declared dead, timeouts, failures; debug: every error status)"),
     "HIXL_RMA_CHECK": ("", "import of hixl_rma", "races: turn the race detector on (as python -m hixl_rma "
                                                   "--check-races does)"),
     "HIXL_RMA_RACE_KEEP": ("32", "the race detector's start", "records a call site keeps at each end of a "
@@ -181,4 +185,18 @@ def engine_options():
     checks them and names a bad one)."""
     options = {option: _get(name) for option, name in _ENGINE_OPTIONS.items()}
     options["Telemetry"] = "1" if telemetry()[0] else "0"
+    level = log_level()
+    if level:
+        options["LogLevel"] = level
     return options
+
+
+LOG_LEVELS = ("off", "error", "warning", "info", "debug")
+
+
+def log_level():
+    """HIXL_RMA_LOG_LEVEL, lower case ("" when unset or off)."""
+    value = _get("HIXL_RMA_LOG_LEVEL").strip().lower()
+    if value not in LOG_LEVELS and value != "":
+        raise ParamError(f"HIXL_RMA_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return "" if value == "off" else value

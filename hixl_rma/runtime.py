@@ -19,12 +19,16 @@ import numpy as np
 from . import _engine
 from . import config
 from . import hooks
+from . import log
 from . import netif
 from .errors import (ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, ParamError, PeerFailure,
                      ResourceError, UnsupportedError)
 
 _lock = threading.RLock()
 _state = None
+
+
+_log = log.get(__name__)
 
 
 class _Runtime:
@@ -111,6 +115,9 @@ class _Runtime:
         self.newest_id = {}
         self.making = 0
         self.strays = False  # a queue of a freed window may have been made while one was under way
+        _log.info("rank %d of %d on %s: engine %s, advertised %s, timeout %d ms", self.rank, self.size,
+                  self.hostnames[self.rank], self.engine.address, ",".join(self.candidates[self.rank]),
+                  self.timeout_ms)
 
     def connect(self, world_rank):
         """The engine address of world_rank, connecting on first use to the
@@ -138,6 +145,7 @@ class _Runtime:
             self.addresses[world_rank] = addr
             self.connected.add(world_rank)
             self.refused.pop(world_rank, None)
+            _log.info("rank %d connected to rank %d at %s", self.rank, world_rank, addr)
             return addr
         same = self.node[world_rank] == self.node[self.rank]
         self.hear_finalizing()
@@ -246,6 +254,7 @@ class _Runtime:
         if world_rank not in self.connected:
             if self._process_gone(world_rank):
                 self.dead[world_rank] = f"its process (pid {self.pids[world_rank]} on this host) is gone"
+                _log.warning("rank %d: world rank %d declared dead: %s", self.rank, world_rank, self.dead[world_rank])
                 return True
             return False
         addr = self.addresses[world_rank]
@@ -265,6 +274,7 @@ class _Runtime:
         self.hear_finalizing()
         self.dead[world_rank] = (f"it has finalized (its engine {addr} closed)" if world_rank in self.finalizing
                                  else f"its connection to this rank (engine {addr}) was lost")
+        _log.warning("rank %d: world rank %d declared dead: %s", self.rank, world_rank, self.dead[world_rank])
         return True
 
     def _process_gone(self, world_rank):

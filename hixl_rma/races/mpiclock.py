@@ -237,120 +237,57 @@ def make_class(det):
             else:
                 _take(sh, st)
 
-        def Wait(self, status=None):
-            st = status if status is not None else MPI.Status()
-            Req.Wait(self, st)
-            self._race_done(st)
-            return True
+    # What a completion call finished, from its result: the one request's
+    # forms (Wait ...) whether it completed; the list forms (Waitall ...)
+    # the indices of the requests it completed (the k-th status is the k-th
+    # index's; an any form has one status).
+    _SINGLE_FORMS = {"Wait": lambda out: True, "wait": lambda out: True,
+                     "Test": lambda out: out, "test": lambda out: out[0]}
+    _LIST_FORMS = {
+        "Waitall": lambda out, n: range(n), "waitall": lambda out, n: range(n),
+        "Testall": lambda out, n: range(n) if out else (), "testall": lambda out, n: range(n) if out[0] else (),
+        "Waitany": lambda out, n: (out,), "waitany": lambda out, n: (out[0],),
+        "Testany": lambda out, n: (out[0],) if out[1] else (), "testany": lambda out, n: (out[0],) if out[1] else (),
+        "Waitsome": lambda out, n: out or (), "Testsome": lambda out, n: out or (),
+        "waitsome": lambda out, n: out[0] or (), "testsome": lambda out, n: out[0] or (),
+    }
 
-        def Test(self, status=None):
+    def single_form(name):
+        fn, completed = getattr(Req, name), _SINGLE_FORMS[name]
+
+        def call(self, status=None):
             st = status if status is not None else MPI.Status()
-            flag = Req.Test(self, st)
-            if flag:
+            out = fn(self, st)
+            if completed(out):
                 self._race_done(st)
-            return flag
+            return out
 
-        def wait(self, status=None):
+        call.__name__ = name
+        return call
+
+    def list_form(name):
+        fn, completed = getattr(Req, name), _LIST_FORMS[name]
+
+        def any_call(cls, requests, status=None):  # mpi4py's parameter names, for calls by keyword
             st = status if status is not None else MPI.Status()
-            obj = Req.wait(self, st)
-            self._race_done(st)
-            return obj
+            out = fn(requests, st)
+            _done(requests, completed(out, len(requests)), (st,))
+            return out
 
-        def test(self, status=None):
-            st = status if status is not None else MPI.Status()
-            flag, obj = Req.test(self, st)
-            if flag:
-                self._race_done(st)
-            return flag, obj
-
-        @classmethod
-        def Waitall(cls, requests, statuses=None):
+        def call(cls, requests, statuses=None):
             sts = statuses if statuses is not None else []
-            Req.Waitall(requests, sts)
-            _done(requests, range(len(requests)), sts)
-            return True
+            out = fn(requests, sts)
+            _done(requests, completed(out, len(requests)), sts)
+            return out
 
-        @classmethod
-        def Testall(cls, requests, statuses=None):
-            sts = statuses if statuses is not None else []
-            flag = Req.Testall(requests, sts)
-            if flag:
-                _done(requests, range(len(requests)), sts)
-            return flag
+        call = any_call if "any" in name else call
+        call.__name__ = name
+        return classmethod(call)
 
-        @classmethod
-        def waitall(cls, requests, statuses=None):
-            sts = statuses if statuses is not None else []
-            objs = Req.waitall(requests, sts)
-            _done(requests, range(len(requests)), sts)
-            return objs
-
-        @classmethod
-        def testall(cls, requests, statuses=None):
-            sts = statuses if statuses is not None else []
-            flag, objs = Req.testall(requests, sts)
-            if flag:
-                _done(requests, range(len(requests)), sts)
-            return flag, objs
-
-        @classmethod
-        def Waitany(cls, requests, status=None):
-            st = status if status is not None else MPI.Status()
-            i = Req.Waitany(requests, st)
-            _done(requests, (i,), (st,))
-            return i
-
-        @classmethod
-        def Testany(cls, requests, status=None):
-            st = status if status is not None else MPI.Status()
-            i, flag = Req.Testany(requests, st)
-            if flag:
-                _done(requests, (i,), (st,))
-            return i, flag
-
-        @classmethod
-        def waitany(cls, requests, status=None):
-            st = status if status is not None else MPI.Status()
-            i, obj = Req.waitany(requests, st)
-            _done(requests, (i,), (st,))
-            return i, obj
-
-        @classmethod
-        def testany(cls, requests, status=None):
-            st = status if status is not None else MPI.Status()
-            i, flag, obj = Req.testany(requests, st)
-            if flag:
-                _done(requests, (i,), (st,))
-            return i, flag, obj
-
-        # the some forms: the k-th status is that of the k-th index
-        @classmethod
-        def Waitsome(cls, requests, statuses=None):
-            sts = statuses if statuses is not None else []
-            idx = Req.Waitsome(requests, sts)
-            _done(requests, idx or (), sts)
-            return idx
-
-        @classmethod
-        def Testsome(cls, requests, statuses=None):
-            sts = statuses if statuses is not None else []
-            idx = Req.Testsome(requests, sts)
-            _done(requests, idx or (), sts)
-            return idx
-
-        @classmethod
-        def waitsome(cls, requests, statuses=None):
-            sts = statuses if statuses is not None else []
-            idx, objs = Req.waitsome(requests, sts)
-            _done(requests, idx or (), sts)
-            return idx, objs
-
-        @classmethod
-        def testsome(cls, requests, statuses=None):
-            sts = statuses if statuses is not None else []
-            idx, objs = Req.testsome(requests, sts)
-            _done(requests, idx or (), sts)
-            return idx, objs
+    for name in _SINGLE_FORMS:
+        setattr(_Completes, name, single_form(name))
+    for name in _LIST_FORMS:
+        setattr(_Completes, name, list_form(name))
 
     def _done(requests, indices, statuses):
         for i, st in zip(indices, statuses):

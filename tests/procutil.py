@@ -37,13 +37,18 @@ def finish(proc, done_path, timeout=30):
         proc.communicate()
 
 
-def simhosts():
-    """scripts/simhosts.py (the simulated hosts) as a module."""
-    path = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "simhosts.py"
-    spec = importlib.util.spec_from_file_location("simhosts", path)
+def script(name):
+    """scripts/NAME.py, which is no package's module, as a module."""
+    path = pathlib.Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def simhosts():
+    """scripts/simhosts.py (the simulated hosts) as a module."""
+    return script("simhosts")
 
 
 #: For the scripts the fault tests start: ``attempt(name, fn)`` runs fn and

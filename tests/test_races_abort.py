@@ -11,6 +11,8 @@ import time
 
 import pytest
 
+import procutil
+
 from test_races import _run
 
 pytestmark = pytest.mark.timeout(300)
@@ -140,13 +142,7 @@ def test_report_printed_when_the_program_aborts(tmp_path):
 
 
 def _suite():
-    import importlib.util
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "mpi4py_suite.py"
-    spec = importlib.util.spec_from_file_location("mpi4py_suite", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return procutil.script("mpi4py_suite")
 
 
 def test_suite_counts_the_racy_demos_race_as_its_outcome(tmp_path, monkeypatch):

@@ -154,7 +154,7 @@ def _marker(item):
 
 
 def _deadline_ms(item):
-    from hixl_rma import config
+    from hixl_rma.ground import config
     m = _marker(item)
     seconds = m.kwargs.get("deadline") if m is not None else None
     return int(seconds * 1000) if seconds else config.timeout_ms()

@@ -2,7 +2,7 @@
 hixl_rma/libplugin_HIXL_RMA.so, which share one build of the engine.
 
 Default: the built-in engine (src/engine) on the UCX of the libucx-cu12
-wheel, loaded at import time by hixl_rma._ucx (no RPATH: the wheel's own
+wheel, loaded at import time by hixl_rma.runtime.ucx (no RPATH: the wheel's own
 RUNPATH does not exist on users' machines, and a libucp already in the
 process must be reused).
 UCX_HOME=/prefix: the built-in engine on a system UCX (RPATH to it).

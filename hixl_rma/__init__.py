@@ -11,8 +11,8 @@ import importlib.util
 import os
 import sys
 
-from . import log as _log
-from ._ucx import load as _load_ucx
+from .ground import log as _log
+from .runtime.ucx import load as _load_ucx
 
 if importlib.util.find_spec(__name__ + "._engine") is None:
     # A checkout of the sources first on sys.path (the current directory
@@ -34,22 +34,23 @@ _EXPORTS = {
     "_engine": ("MEM_DEVICE", "MEM_HOST", "OPTION_JOB_TOKEN", "OPTION_TIMEOUT_MS", "READ", "TRANSFER_COMPLETED",
                 "TRANSFER_FAILED", "TRANSFER_WAITING", "WRITE", "Engine", "MemHandle", "TransferRequest",
                 "default_timeout_ms"),
-    "errors": ("ALREADY_CONNECTED", "FAILED", "NOT_CONNECTED", "NOTIFY_FAILED", "PARAM_INVALID", "PEER_FAILURE",
-               "RESOURCE_EXHAUSTED", "SUCCESS", "TIMEOUT", "UNSUPPORTED", "AccessError", "BoundsError",
-               "DatatypeError", "EpochError", "HixlError", "HixlTimeoutError", "NotConnectedError", "ParamError",
-               "PeerFailure", "ResourceError", "UnsupportedError"),
-    "comm": ("Communicator",),
-    "constants": ("LOCK_EXCLUSIVE", "LOCK_SHARED", "MODE_NOCHECK", "MODE_NOSTORE", "MODE_NOPUT", "MODE_NOPRECEDE",
-                  "MODE_NOSUCCEED", "PROC_NULL", "INFO_NULL", "COMM_SELF", "COMM_WORLD", "WIN_FLAVOR_CREATE",
-                  "WIN_FLAVOR_ALLOCATE", "WIN_FLAVOR_SHARED", "WIN_FLAVOR_DYNAMIC", "WIN_UNIFIED",
-                  "ACCESS_READ_WRITE", "ACCESS_READ_ONLY", "ACCESS_WRITE_ONLY", "MEMORY_HOST", "MEMORY_DEVICE"),
-    "request": ("Request",),
-    "runtime": ("Init", "Is_initialized"),
+    "ground.errors": ("ALREADY_CONNECTED", "FAILED", "NOT_CONNECTED", "NOTIFY_FAILED", "PARAM_INVALID", "PEER_FAILURE",
+                      "RESOURCE_EXHAUSTED", "SUCCESS", "TIMEOUT", "UNSUPPORTED", "AccessError", "BoundsError",
+                      "DatatypeError", "EpochError", "HixlError", "HixlTimeoutError", "NotConnectedError", "ParamError",
+                      "PeerFailure", "ResourceError", "UnsupportedError"),
+    "runtime.comm": ("Communicator",),
+    "ground.constants": ("LOCK_EXCLUSIVE", "LOCK_SHARED", "MODE_NOCHECK", "MODE_NOSTORE", "MODE_NOPUT",
+                         "MODE_NOPRECEDE", "MODE_NOSUCCEED", "PROC_NULL", "INFO_NULL", "COMM_SELF", "COMM_WORLD",
+                         "WIN_FLAVOR_CREATE", "WIN_FLAVOR_ALLOCATE", "WIN_FLAVOR_SHARED", "WIN_FLAVOR_DYNAMIC",
+                         "WIN_UNIFIED", "ACCESS_READ_WRITE", "ACCESS_READ_ONLY", "ACCESS_WRITE_ONLY", "MEMORY_HOST",
+                         "MEMORY_DEVICE"),
+    "window.request": ("Request",),
+    "runtime.process": ("Init", "Is_initialized"),
     "win": ("Get_address", "Win"),
     # Finalize: the HIXL face's, which also deregisters HIXL-style handles
     "hixl_api": ("Connect", "DeregisterMemory", "Fence", "Get", "GetRank", "GetSize", "GetWorldCommunicator",
                  "MemoryHandle", "Put", "RegisterMemory", "TransferAsync", "Finalize"),
-    "ops": ("BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAX", "MAXLOC", "MIN", "MINLOC", "NO_OP", "PROD",
+    "buffers.ops": ("BAND", "BOR", "BXOR", "LAND", "LOR", "LXOR", "MAX", "MAXLOC", "MIN", "MINLOC", "NO_OP", "PROD",
             "REPLACE", "SUM", "Op"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
@@ -61,7 +62,8 @@ def _attach_tools():
     # what loads them: telemetry's exporter watches Init (it serves only
     # when HIXL_RMA_TELEMETRY asks), and the tools HIXL_RMA_CHECK names
     # (races) are on before the program uses MPI.
-    from . import hooks, telemetry
+    from .runtime import hooks
+    from . import telemetry
 
     telemetry.attach()
     for name in hooks.requested():

@@ -17,7 +17,8 @@ EPILOG = ("Options go before the program; everything after it is the program's o
 
 def version_lines():
     """hixl_rma's version, its UCX, and the NIXL versions its NIXL backend takes."""
-    from . import __version__, _ucx, nixl
+    from . import __version__, nixl
+    from .runtime import ucx as _ucx
 
     ucx, origin = _ucx.load()
     return [f"hixl_rma {__version__} (UCX {'.'.join(map(str, ucx))}, {origin})", nixl.supported_line()]

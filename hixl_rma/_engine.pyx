@@ -4,7 +4,7 @@
 
 Thin by design: each method parses its arguments into C values, makes one
 engine call with the GIL released, and turns a non-SUCCESS status into the
-matching :mod:`hixl_rma.errors` exception.
+matching :mod:`hixl_rma.ground.errors` exception.
 """
 
 cimport cython
@@ -22,8 +22,8 @@ import time
 
 import numpy as np
 
-from . import config
-from .errors import FAILED, TIMEOUT, ParamError, error_for
+from .ground import config
+from .ground.errors import FAILED, TIMEOUT, ParamError, error_for
 
 cdef extern from "hixl/hixl.h" namespace "hixl" nogil:
     ctypedef uint32_t Status
@@ -140,7 +140,7 @@ cdef extern from "_engine_compat.h" namespace "hixl_rma" nogil:
     void FillDescs(vector[TransferOpDesc] &, const uint64_t *, size_t)
 
 
-# Constants of the Python surface (statuses come from hixl_rma.errors).
+# Constants of the Python surface (statuses come from hixl_rma.ground.errors).
 MEM_HOST_ = MEM_HOST
 MEM_DEVICE_ = MEM_DEVICE
 globals().update(MEM_HOST=int(MEM_HOST), MEM_DEVICE=int(MEM_DEVICE), READ=int(READ), WRITE=int(WRITE))

@@ -15,8 +15,8 @@ from libc.stdint cimport int64_t, uint8_t
 cdef size_t _NOGIL_COPY = 1 << 16  # copies this large release the GIL
 from mpi4py import MPI as _MPI
 from mpi4py.util import dtlib as _dtlib
-from . import constants as _constants
-from .errors import EpochError
+from .ground import constants as _constants
+from .ground.errors import EpochError
 cdef long _PROC_NULL = _MPI.PROC_NULL
 # A target's declared access mode (constants.ACCESS_*), as its metadata carries it.
 cdef uint8_t _READ_WRITE = _constants.ACCESS_READ_WRITE
@@ -25,7 +25,7 @@ cdef uint8_t _WRITE_ONLY = _constants.ACCESS_WRITE_ONLY
 cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     const size_t kShareMinBytes  # copies this large go to the engine, whose threads share them out
 cdef size_t _SHARED_COPY = kShareMinBytes
-from . import ctrl as _ctrl
+from .window import ctrl as _ctrl
 cdef uint64_t _CTRL_ACC = _ctrl.ACC
 cdef uint64_t _CTRL_SIZE = _ctrl.SIZE
 cdef Py_ssize_t _LOCK_WAITERS_WORD = _ctrl.LOCK_WAITERS // 8  # ranks of this node asleep on the lock word
@@ -36,7 +36,7 @@ cdef uint64_t _OWNER_MASK = (1ULL << 30) - 1
 cdef long _LOCK_EXCLUSIVE_C = _MPI.LOCK_EXCLUSIVE
 cdef long _LOCK_SHARED_C = _MPI.LOCK_SHARED
 cdef int _ACC_TRIES = 64  # tries at a taken accumulate lock before the Python layer waits for it
-from .errors import PEER_FAILURE as _PEER_FAILURE
+from .ground.errors import PEER_FAILURE as _PEER_FAILURE
 cdef Status PEER_FAILURE_STATUS = _PEER_FAILURE
 
 

@@ -11,7 +11,7 @@
 
 from cpython.buffer cimport PyBuffer_FillInfo
 
-from . import ops as _ops
+from .buffers import ops as _ops
 
 # Op -> the C atomic of the hot path; MPI.Op by handle (MPI.Op is not hashable).
 cdef dict _OP_CODES = {_ops.SUM: C_ADD, _ops.BAND: C_AND, _ops.BOR: C_OR, _ops.BXOR: C_XOR,
@@ -31,7 +31,7 @@ cdef inline int _op_code(object op):
     return -1
 
 
-from .request import Request as _Request
+from .window.request import Request as _Request
 # One 8-byte integer element, as a target spec names it: signed, unsigned.
 cdef set _INT64_TYPES = {_MPI.INT64_T.handle, _MPI.LONG.handle, _MPI.LONG_LONG.handle}
 cdef set _UINT64_TYPES = {_MPI.UINT64_T.handle, _MPI.UNSIGNED_LONG.handle, _MPI.UNSIGNED_LONG_LONG.handle}

@@ -22,7 +22,7 @@ completes, before that import returns.
 """
 import sys
 
-from .hooks import OnMPIImport
+from .runtime.hooks import OnMPIImport
 
 _saved = {}
 #: mpi4py request classes whose own list forms a list holding one of them
@@ -44,11 +44,11 @@ class _RequestType(type):
     mpi4py's own requests and for hixl_rma's."""
 
     def __instancecheck__(cls, obj):
-        from .request import Request
+        from .window.request import Request
         return isinstance(obj, (original("Request"), Request))
 
     def __subclasscheck__(cls, sub):
-        from .request import Request
+        from .window.request import Request
         return issubclass(sub, (original("Request"), Request))
 
 
@@ -59,7 +59,7 @@ LIST_FORMS = ("Waitall", "Testall", "Waitany", "Testany", "Waitsome", "Testsome"
 
 
 def _mixed_request_class():
-    from .request import Request as HixlRequest
+    from .window.request import Request as HixlRequest
     base = original("Request")
 
     def list_form(name):

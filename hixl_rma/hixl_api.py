@@ -7,12 +7,12 @@ bytes. Access modes are enforced at the origin from the target's declared
 mode.
 """
 from . import _engine
-from . import constants as C
-from . import priority as _priority
-from . import runtime as _rt
-from .comm import Communicator, as_communicator
-from .errors import ParamError
-from .request import Request
+from .ground import constants as C
+from .ground import priority as _priority
+from .runtime import process as _rt
+from .runtime.comm import Communicator, as_communicator
+from .ground.errors import ParamError
+from .window.request import Request
 from .win import Win
 
 _handles = {}  # id(MPI comm) -> list of live MemoryHandles

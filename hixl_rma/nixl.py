@@ -9,7 +9,7 @@ before the first agent; :func:`agent` makes a ``nixl_agent`` and checks that
 the backends asked for are really there (NIXL itself only warns).
 
 One process, two UCX builds: hixl_rma's engine (the extension and the
-plugin) runs on the libucx wheel's UCX, made global by :mod:`hixl_rma._ucx`;
+plugin) runs on the libucx wheel's UCX, made global by :mod:`hixl_rma.runtime.ucx`;
 NIXL's UCX plugin brings its own, newer build. Bound to ours, NIXL's UCX
 backend hangs in its first transfer (seen with NIXL 1.5.1 on UCX 1.22), so
 :func:`prepare` sets ``NIXL_UCX_DEEPBIND=1``: NIXL's switch that makes its
@@ -155,7 +155,7 @@ def prepare() -> str:
     global _prepared
     if _prepared is not None:
         return _prepared
-    from . import _ucx
+    from .runtime import ucx as _ucx
 
     _ucx.load()
     os.environ.setdefault("NIXL_UCX_DEEPBIND", "1")
@@ -199,7 +199,7 @@ def backend_params() -> dict:
     """HIXL_RMA's NIXL backend parameters from hixl_rma's settings
     (``HIXL_RMA_HOST``, ``HIXL_RMA_NIXL_TOKEN``, ``HIXL_RMA_TIMEOUT_MS``, and
     the engine's own: ``HIXL_RMA_POLL_US``, ``_CMA``, ``_DIRECT``, ``_CMA_THREADS``)."""
-    from . import config
+    from .ground import config
 
     params = {"host": config.host() or "", "job_token": config.nixl_token(), "timeout_ms": str(config.timeout_ms())}
     params.update(config.engine_options())

@@ -15,14 +15,14 @@ Two parts: reading the engine's counters (``snapshot``: the engine keeps
 them, ``Engine.telemetry()`` reads them; this is the face over it), and
 the exporter, a tool that serves them over HTTP, attached to Init and
 Finalize through the runtime's hooks (``attach``, called by the package
-at import; ``hixl_rma.hooks``). The library below the faces imports
+at import; ``hixl_rma.runtime.hooks``). The library below the faces imports
 neither. This module is imported with the package: what would import
 ``mpi4py.MPI`` (the runtime, the errors) is imported when first used.
 """
 import socket
 
-from . import config
-from . import hooks
+from .ground import config
+from .runtime import hooks
 
 _server = None  # the running exporter (one per process), or None
 
@@ -52,7 +52,7 @@ def _scrape():
     (the engine finalized under the scrape) -- it is None: an empty page,
     served without a word."""
     from . import runtime as _rt
-    from .errors import HixlError
+    from .ground.errors import HixlError
 
     st = _rt.current()
     if st is None:
@@ -66,7 +66,7 @@ def _scrape():
 def _read(engine, st, rank=None):
     """``snapshot()`` of ``engine``; ``st``, the runtime it is this rank's
     engine of (its peers keyed by world rank), or None (then ``rank``)."""
-    from .errors import STATUS_NAMES
+    from .ground.errors import STATUS_NAMES
 
     out = engine.telemetry()
     out["rank"] = st.rank if st is not None else rank
@@ -163,7 +163,7 @@ def exporter(host, port, source=_scrape):
     port), serving in a thread of its own (``.server_address``; ``.shutdown()``, ``.server_close()``
     stop it). ParamError naming HIXL_RMA_TELEMETRY when prometheus_client is
     missing or the port cannot be bound (then nothing is left running)."""
-    from .errors import ParamError
+    from .ground.errors import ParamError
 
     try:
         from prometheus_client import CollectorRegistry, start_http_server
@@ -219,7 +219,7 @@ def _on_stop():
 
 
 def attach():
-    """Attach the exporter to Init and Finalize (``hixl_rma.hooks``): Init
+    """Attach the exporter to Init and Finalize (``hixl_rma.runtime.hooks``): Init
     starts it, before the engine, where HIXL_RMA_TELEMETRY asks for one;
     Finalize stops it. Idempotent."""
     hooks.on_start(_on_start)

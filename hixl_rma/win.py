@@ -13,21 +13,21 @@ to the underscore methods below.
 from mpi4py import MPI
 
 from . import _engine
-from . import attributes
-from . import constants as C
-from . import hooks
-from ._datatypes import as_buffer
-from .accumulate import Accumulates
-from .attributes import Attributes
-from .batch import Batches
-from .core import NULL_KEY, WindowCore
-from .device import device_view
-from .epochs import Sync
-from .errors import ParamError, UnsupportedError, also
-from .notify import Notifications
-from .ops import SUM
-from .request import Request
-from .winview import WindowView
+from .window import attributes
+from .ground import constants as C
+from .runtime import hooks
+from .buffers.datatypes import as_buffer
+from .window.accumulate import Accumulates
+from .window.attributes import Attributes
+from .window.batch import Batches
+from .window.core import NULL_KEY, WindowCore
+from .buffers.device import device_view
+from .window.epochs import Sync
+from .ground.errors import ParamError, UnsupportedError, also
+from .window.notify import Notifications
+from .buffers.ops import SUM
+from .window.request import Request
+from .window.view import WindowView
 
 _READ, _WRITE = _engine.READ, _engine.WRITE
 
@@ -107,7 +107,7 @@ class Win(_engine.WinBase):
     # ------------------------------------------------------------ teardown
 
     def view(self):
-        """A read-only view of this window for tools (``hixl_rma.winview.WindowView``):
+        """A read-only view of this window for tools (``hixl_rma.window.view.WindowView``):
         its id, name, flavor, communicator, ranks, memory range and
         displacement units, and its checks."""
         view = self.__dict__.get("_view")

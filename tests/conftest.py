@@ -1,7 +1,7 @@
 """Fixtures shared by the single-process tests."""
 import pytest
 
-from hixl_rma import device
+from hixl_rma.buffers import device
 
 
 class _FakeDriver:

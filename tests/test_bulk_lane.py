@@ -13,7 +13,7 @@ import pytest
 
 import hixl_rma
 from hixl_rma import WRITE, _engine
-from hixl_rma.errors import NotConnectedError, PeerFailure
+from hixl_rma.ground.errors import NotConnectedError, PeerFailure
 
 import racing
 

@@ -16,7 +16,7 @@ import pytest
 
 import hixl_rma
 from hixl_rma import WRITE, _engine
-from hixl_rma.errors import ParamError
+from hixl_rma.ground.errors import ParamError
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,4 @@
-"""Tests for hixl_rma._datatypes: buffers, datatypes and targets as byte blocks."""
+"""Tests for hixl_rma.buffers.datatypes: buffers, datatypes and targets as byte blocks."""
 
 import array
 import ctypes
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from hixl_rma._datatypes import (
+from hixl_rma.buffers.datatypes import (
     Buffer,
     Typemap,
     as_buffer,
@@ -15,7 +15,7 @@ from hixl_rma._datatypes import (
     target_blocks,
     typemap,
 )
-from hixl_rma.errors import BoundsError, DatatypeError, ParamError
+from hixl_rma.ground.errors import BoundsError, DatatypeError, ParamError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -762,7 +762,7 @@ def _stream(blocks, base):
     ([[0, 5], [10, 7]], [[0, 3], [6, 9]]),            # both scattered: cut where either ends
 ])
 def test_pair_blocks_moves_byte_i_to_byte_i(oblocks, tblocks):
-    from hixl_rma.core import pair_blocks
+    from hixl_rma.window.core import pair_blocks
     ob, tb = np.array(oblocks, np.int64), np.array(tblocks, np.int64)
     descs = pair_blocks(ob, 1000, tb, 50_000)
     assert descs.dtype == np.uint64 and descs.shape[1] == 3

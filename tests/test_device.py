@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import hixl_rma
-from hixl_rma import device
+from hixl_rma.buffers import device
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,7 +45,7 @@ def test_host_objects_are_not_device(obj):
 
 def test_host_memory_behind_a_cuda_interface_moves_as_host_memory():
     host = np.arange(16, dtype=np.float32)
-    buf = hixl_rma._datatypes.as_buffer(FakeCAI(host), writable=True)
+    buf = hixl_rma.buffers.datatypes.as_buffer(FakeCAI(host), writable=True)
     assert buf.device is False and buf.address == host.ctypes.data and buf.size == host.nbytes
     assert buf.dtype == np.float32 and buf.count == 16
     buf.obj[3] = 42  # a host view of the same memory, no copy
@@ -71,7 +71,7 @@ def test_device_objects_are_recognised(obj, fake_cuda):
 def test_device_buffer_is_described_without_copy(fake_cuda):
     host = np.arange(16, dtype=np.float32)
     fake_cuda.device_addresses.add(host.ctypes.data)
-    buf = hixl_rma._datatypes.as_buffer(FakeCAI(host), writable=True, allow_device=True)
+    buf = hixl_rma.buffers.datatypes.as_buffer(FakeCAI(host), writable=True, allow_device=True)
     assert buf.device is True
     assert buf.address == host.ctypes.data and buf.size == host.nbytes
 
@@ -80,8 +80,8 @@ def test_device_buffer_refused_where_host_only(fake_cuda):
     fake = FakeCAI(np.zeros(4))
     fake_cuda.device_addresses.add(fake.__cuda_array_interface__["data"][0])
     with pytest.raises(hixl_rma.ParamError, match="device"):
-        hixl_rma._datatypes.as_buffer(fake, writable=False)
-    buf = hixl_rma._datatypes.as_buffer(fake, writable=False, allow_device=True)
+        hixl_rma.buffers.datatypes.as_buffer(fake, writable=False)
+    buf = hixl_rma.buffers.datatypes.as_buffer(fake, writable=False, allow_device=True)
     with pytest.raises(hixl_rma.ParamError, match="device memory is not supported here"):
         device.require_host(buf, "Put_batch")
 

@@ -19,8 +19,9 @@ import pytest
 import hixl_rma
 import procutil
 import test_security as sec
-from hixl_rma import READ, WRITE, config
-from hixl_rma.errors import HixlError, NotConnectedError, ParamError
+from hixl_rma import READ, WRITE
+from hixl_rma.ground import config
+from hixl_rma.ground.errors import HixlError, NotConnectedError, ParamError
 
 pytestmark = pytest.mark.timeout(120)
 

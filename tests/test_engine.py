@@ -19,7 +19,7 @@ import pytest
 
 import hixl_rma
 from hixl_rma import READ, WRITE
-from hixl_rma.errors import (
+from hixl_rma.ground.errors import (
     HixlError,
     HixlTimeoutError,
     NotConnectedError,

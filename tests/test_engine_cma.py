@@ -21,7 +21,7 @@ import pytest
 
 import hixl_rma
 from hixl_rma import READ, WRITE
-from hixl_rma.errors import HixlError, ParamError, PeerFailure
+from hixl_rma.ground.errors import HixlError, ParamError, PeerFailure
 
 pytestmark = pytest.mark.timeout(120)
 

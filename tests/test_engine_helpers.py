@@ -25,7 +25,7 @@ import pytest
 import hixl_rma
 import procutil
 from hixl_rma import WRITE, _engine
-from hixl_rma.errors import HixlTimeoutError
+from hixl_rma.ground.errors import HixlTimeoutError
 
 from test_engine import DIRECT
 

@@ -1,11 +1,12 @@
-"""The runtime's hooks (hixl_rma.hooks): the one place tools attach, and the
+"""The runtime's hooks (hixl_rma.runtime.hooks): the one place tools attach, and the
 window view the race detector reads instead of a window's state."""
 import numpy as np
 import pytest
 
 import hixl_rma
-from hixl_rma import hooks, runtime
-from hixl_rma.errors import ParamError
+from hixl_rma import runtime
+from hixl_rma.runtime import hooks
+from hixl_rma.ground.errors import ParamError
 
 
 class _Done:

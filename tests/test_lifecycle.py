@@ -20,7 +20,7 @@ import pytest
 
 import hixl_rma
 from hixl_rma import WRITE
-from hixl_rma.errors import HixlError, ParamError, UnsupportedError
+from hixl_rma.ground.errors import HixlError, ParamError, UnsupportedError
 from test_security import fields  # the control protocol's length-prefixed fields
 
 pytestmark = pytest.mark.timeout(120)
@@ -293,7 +293,7 @@ FINALIZE_RACE = r'''
 import sys, threading, time
 import numpy as np
 import hixl_rma
-from hixl_rma.errors import ParamError
+from hixl_rma.ground.errors import ParamError
 
 outcomes = {"refused": 0, "done": 0}
 for round_ in range(int(sys.argv[1])):
@@ -357,7 +357,7 @@ def test_finalize_waits_only_as_long_as_it_is_told():
     t = threading.Thread(target=a.wait_notifies, args=(1500,))
     t.start()
     time.sleep(0.1)
-    with pytest.raises(hixl_rma.errors.HixlTimeoutError, match="1 engine call"):
+    with pytest.raises(hixl_rma.ground.errors.HixlTimeoutError, match="1 engine call"):
         a.finalize(timeout_ms=200)
     assert not a.finalized
     a.stats()  # still usable
@@ -387,7 +387,7 @@ def test_a_refused_connect_is_retryable():
     a = hixl_rma.Engine()
     b = None
     try:
-        with pytest.raises(hixl_rma.errors.NotConnectedError):
+        with pytest.raises(hixl_rma.ground.errors.NotConnectedError):
             a.connect(f"127.0.0.1:{port}", 500)
         assert a.stats()["endpoints"] == 0
         b = hixl_rma.Engine(f"127.0.0.1:{port}")

@@ -16,7 +16,7 @@ ENGINES = textwrap.dedent(r'''
     import numpy as np
     import hixl_rma
     from hixl_rma import READ
-    from hixl_rma.errors import HixlError
+    from hixl_rma.ground.errors import HixlError
     server = hixl_rma.Engine(options={"JobToken": b"t" * 16})
     mem = np.arange(4096, dtype=np.uint8)
     handle = server.register_mem(mem)
@@ -111,6 +111,6 @@ def test_a_bad_level_is_refused(tmp_path):
 
 
 def test_the_setting_is_documented():
-    from hixl_rma import config
+    from hixl_rma.ground import config
     assert "HIXL_RMA_LOG_LEVEL" in config.SETTINGS
     assert os.environ.get("HIXL_RMA_LOG_LEVEL") is None or config.log_level() is not None

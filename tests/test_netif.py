@@ -3,7 +3,8 @@ default choice, loopback only for single-host jobs, the error that says
 what to set, and UCX_NET_DEVICES from the choice."""
 import pytest
 
-from hixl_rma import ParamError, netif
+from hixl_rma import ParamError
+from hixl_rma.runtime import netif
 
 pytestmark = pytest.mark.timeout(30)
 

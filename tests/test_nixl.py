@@ -354,7 +354,7 @@ def test_vtable_check_reads_the_installed_ucx_plugin_and_sees_a_difference(tmp_p
 
     _, _, libs = hn.installed()
     ucx = libs / "plugins" / "libplugin_UCX.so"
-    from hixl_rma import _ucx
+    from hixl_rma.runtime import ucx as _ucx
 
     _ucx.load()
     lib = ctypes.CDLL(hn.plugin_path())

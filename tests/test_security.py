@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 import hixl_rma
 import procutil
 from hixl_rma import READ, WRITE
-from hixl_rma.errors import HixlError, NotConnectedError
+from hixl_rma.ground.errors import HixlError, NotConnectedError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -566,7 +566,7 @@ def test_connect_gets_the_engine_it_names_not_another_of_the_job():
     try:
         with pytest.raises(HixlError, match="is 'rank 1' of this job, not 'rank 2'") as exc:
             a.connect(b.address, 3000, expect="rank 2")
-        assert exc.value.status == hixl_rma.errors.FAILED
+        assert exc.value.status == hixl_rma.ground.errors.FAILED
         assert a.stats()["endpoints"] == 0
         assert wait_until(lambda: b.stats()["accepted"] == 0)
         for addr in (b.address, c.address):  # the runtime's loop over rank 2's candidates
@@ -607,7 +607,7 @@ def test_the_server_proof_covers_its_engine_id():
 
 
 def test_engine_id_is_checked():
-    with pytest.raises(hixl_rma.errors.ParamError, match="EngineId"):
+    with pytest.raises(hixl_rma.ground.errors.ParamError, match="EngineId"):
         hixl_rma.Engine(options={"JobToken": TOKEN, "EngineId": "x" * 300})
 
 

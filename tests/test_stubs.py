@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-import hixl_rma.errors
+import hixl_rma.ground.errors
 from hixl_rma import _engine
 
 STUB = pathlib.Path(_engine.__file__).with_name("_engine.pyi")
@@ -38,8 +38,8 @@ def _stub_names():
 
 def _own_public_names():
     """The module's public names, less what it imports (modules, and the
-    names it takes from hixl_rma.errors)."""
-    imported = {k for k, v in vars(hixl_rma.errors).items() if not k.startswith("_")}
+    names it takes from hixl_rma.ground.errors)."""
+    imported = {k for k, v in vars(hixl_rma.ground.errors).items() if not k.startswith("_")}
     return {k for k, v in vars(_engine).items()
             if not k.startswith("_") and not isinstance(v, types.ModuleType) and k not in imported}
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import hixl_rma
-from hixl_rma import config
-from hixl_rma.errors import ParamError
+from hixl_rma.ground import config
+from hixl_rma.ground.errors import ParamError
 
 import procutil
 
@@ -111,7 +111,7 @@ def test_counts_match_what_moved():
         # its one peer: every timed call named it
         assert peer["post_time"] == t["post_time"] and peer["completion_time"] == t["completion_time"]
         assert peer["notifies_received"] is None  # engines without ids (option EngineId): not attributable
-        assert t["errors"] == {hixl_rma.errors.PARAM_INVALID: 1}
+        assert t["errors"] == {hixl_rma.ground.errors.PARAM_INVALID: 1}
         # timed: the first of the 7 posts (one in 16 per peer), the sync READ, the async request
         assert t["post_time"]["count"] == 3
         assert sum(t["post_time"]["buckets"]) == 3
@@ -166,7 +166,7 @@ PROG = textwrap.dedent("""
 
     try:
         hixl_rma.Init()
-    except hixl_rma.errors.ParamError as exc:
+    except hixl_rma.ground.errors.ParamError as exc:
         print("REFUSED", exc)
     else:
         print("STARTED")

@@ -91,7 +91,7 @@ def test_one_core_per_window_shared_by_aliases():
     """A window's state has one owner (its core); the parts are composed, not
     mixed in, and an alias reaches the same core and parts, so a lock or an
     exposure epoch opened through one handle is seen through the other."""
-    from hixl_rma import core
+    from hixl_rma.window import core
     assert hixl_rma.Win.__mro__ == (hixl_rma.Win, hixl_rma._engine.WinBase, object)
     hixl_rma.Init()
     win = hixl_rma.Win.Allocate(8)

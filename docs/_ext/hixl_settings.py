@@ -1,5 +1,5 @@
 """The ``hixl-settings`` directive: the table of every ``HIXL_RMA_*`` setting,
-made from ``hixl_rma.config.SETTINGS`` when the docs are built, so the page
+made from ``hixl_rma.ground.config.SETTINGS`` when the docs are built, so the page
 cannot drift from what the library reads.
 
 ``SETTINGS`` maps a name to ``(default, who reads it and when, what it does)``.
@@ -46,7 +46,7 @@ class SettingsDirective(Directive):
     has_content = False
 
     def run(self):
-        from hixl_rma.config import SETTINGS
+        from hixl_rma.ground.config import SETTINGS
 
         return [settings_table(SETTINGS)]
 

@@ -3,7 +3,7 @@
 On by ``python -m hixl_rma --check-races prog.py``, by
 ``HIXL_RMA_CHECK=races``, or by pytest's ``--hixl-races``. Off, nothing of
 it runs: ``Win`` and its hot path are as they are, and the runtime's hooks
-(``hixl_rma.hooks``) are empty. On, it fills them: window creation hands
+(``hixl_rma.runtime.hooks``) are empty. On, it fills them: window creation hands
 out the checked subclass (``checked.py``), the program's barriers carry
 clocks, ``MPI.COMM_WORLD`` becomes a
 communicator whose calls carry clocks (``mpiclock.py``), the line watch
@@ -14,7 +14,7 @@ once; the job then exits non-zero unless told to keep going.
 import os
 import sys
 
-from .. import hooks
+from ..runtime import hooks
 from . import state
 from .settings import race_json, race_keep
 

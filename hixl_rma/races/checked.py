@@ -13,8 +13,8 @@ import threading
 import numpy as np
 from mpi4py import MPI
 
-from .. import constants as C
-from .._datatypes import as_buffer, target_blocks, typemap
+from ..ground import constants as C
+from ..buffers.datatypes import as_buffer, target_blocks, typemap
 from .. import Request  # the face's
 from ._ext import record as _crecord
 from .clockwin import ClockWindow

@@ -113,7 +113,7 @@ def failed():
 
 
 def _failed(det):
-    from .. import config
+    from ..ground import config
     from . import lines
     lines.stop()
     det.finished = 0
@@ -217,7 +217,7 @@ def finish():
         return 0
     if det.finished is not None:
         return det.finished
-    from .. import config
+    from ..ground import config
     from . import lines
     lines.stop()
     comm = det.report_comm

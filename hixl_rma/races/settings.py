@@ -1,10 +1,10 @@
 """The race detector's settings (``HIXL_RMA_RACE_*``), read here, by the tool.
 
-``hixl_rma.config.SETTINGS`` lists them with their defaults for the docs'
+``hixl_rma.ground.config.SETTINGS`` lists them with their defaults for the docs'
 settings table (one table for the library and its tools); the library
 itself never reads them.
 """
-from .. import config
+from ..ground import config
 
 NAMES = ("HIXL_RMA_RACE_KEEP", "HIXL_RMA_RACE_JSON", "HIXL_RMA_RACE_PURE")
 

@@ -29,7 +29,7 @@ import hixl_rma
 from hixl_rma import (AccessError, BoundsError, DatatypeError, EpochError, HixlError, NotConnectedError,
                       ParamError, UnsupportedError, Win)
 
-from hixl_rma.errors import kind
+from hixl_rma.ground.errors import kind
 from mpiutil import barrier
 
 # "thread": a rank stuck in a collective is stopped rather than left out of step.
@@ -768,7 +768,7 @@ FINALIZED = textwrap.dedent(r'''
     from mpi4py import MPI
     import hixl_rma
     from hixl_rma import ParamError, Win
-    from hixl_rma.errors import kind
+    from hixl_rma.ground.errors import kind
 
     def expect(name, fn, exc, text):
         try:

@@ -7,7 +7,7 @@ import pytest
 from mpi4py import MPI
 
 import hixl_rma
-from hixl_rma.errors import kind
+from hixl_rma.ground.errors import kind
 from hixl_rma import BoundsError, DatatypeError, EpochError, ParamError, Win
 
 from mpiutil import barrier, pattern

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import hixl_rma
-from hixl_rma.errors import kind
+from hixl_rma.ground.errors import kind
 import hixl_rma as hixl
 from hixl_rma import AccessError, BoundsError, ParamError
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from hixl_rma import LOCK_EXCLUSIVE, PeerFailure, Win
-from hixl_rma import ctrl as CTRL
+from hixl_rma.window import ctrl as CTRL
 from hixl_rma import runtime as _rt
-from hixl_rma.epochs import LOCK_EXCL
+from hixl_rma.window.epochs import LOCK_EXCL
 
 from mpiutil import barrier
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hixl_rma import LOCK_EXCLUSIVE, LOCK_SHARED, Win
-from hixl_rma import ctrl as CTRL
+from hixl_rma.window import ctrl as CTRL
 
 from mpiutil import barrier, one_node
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import hixl_rma
-from hixl_rma.errors import kind
+from hixl_rma.ground.errors import kind
 from hixl_rma import BoundsError, HixlTimeoutError, ParamError, Win
 
 from mpiutil import barrier

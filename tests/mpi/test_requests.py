@@ -9,7 +9,7 @@ from mpi4py import MPI
 
 import hixl_rma
 from hixl_rma import Request, Win, dropin
-from hixl_rma.errors import UnsupportedError
+from hixl_rma.ground.errors import UnsupportedError
 from mpiutil import barrier, pattern
 
 pytestmark = [pytest.mark.mpi(min_size=1), pytest.mark.timeout(60)]

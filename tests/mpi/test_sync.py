@@ -232,7 +232,7 @@ def test_lock_words_name_their_holders(comm, rank, left, right):
     rank held; and an exclusive CAS that landed but whose reply was lost is
     this rank's own on the next try (here: the word already names the left
     neighbour, which then takes the lock at once instead of waiting)."""
-    from hixl_rma import ctrl as CTRL, epochs
+    from hixl_rma.window import ctrl as CTRL, epochs
     buf = np.zeros(4, np.int64)
     win = Win.Create(buf, disp_unit=8, comm=comm)
     words = win._w.ctrl64

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from mpi4py import MPI
 
-from hixl_rma import BoundsError, Win, core
+from hixl_rma import BoundsError, Win
+from hixl_rma.window import core
 
 from mpiutil import barrier, pattern
 

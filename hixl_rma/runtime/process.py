@@ -16,19 +16,19 @@ import time
 
 import numpy as np
 
-from . import _engine
-from . import config
+from .. import _engine
+from ..ground import config
 from . import hooks
-from . import log
+from ..ground import log
 from . import netif
-from .errors import (ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, ParamError, PeerFailure,
+from ..ground.errors import (ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, ParamError, PeerFailure,
                      ResourceError, UnsupportedError)
 
 _lock = threading.RLock()
 _state = None
 
 
-_log = log.get(__name__)
+_log = log.get("runtime")  # the documented logger name, hixl_rma.runtime
 
 
 class _Runtime:

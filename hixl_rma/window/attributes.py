@@ -2,9 +2,9 @@
 info hints, its name and its error handler, as mpi4py's ``MPI.Win``."""
 from mpi4py import MPI
 
-from . import constants as C
+from ..ground import constants as C
 from .core import NULL_KEY, info_dict
-from .errors import ParamError, also
+from ..ground.errors import ParamError, also
 
 # keyval -> delete_fn (or None) of the user keyvals made by Create_keyval.
 # The keyvals themselves come from MPI, so they never collide with MPI's own.

@@ -11,11 +11,11 @@ withdrawn meanwhile.
 """
 import numpy as np
 
-from . import _engine
+from .. import _engine
 from . import ctrl as CTRL
-from . import runtime as _rt
-from ._datatypes import as_buffer
-from .errors import BoundsError, HixlError, ParamError
+from ..runtime import process as _rt
+from ..buffers.datatypes import as_buffer
+from ..ground.errors import BoundsError, HixlError, ParamError
 
 _READ = _engine.READ
 _HEADER = CTRL.DYN_TABLE_ADDR + 8 - CTRL.DYN_SEQ  # seq, count, table address

@@ -18,15 +18,15 @@ import ctypes
 import numpy as np
 from mpi4py import MPI
 
-from . import _engine
+from .. import _engine
 from . import ctrl as CTRL
-from . import runtime as _rt
-from ._datatypes import as_buffer, target_blocks
+from ..runtime import process as _rt
+from ..buffers.datatypes import as_buffer, target_blocks
 from .core import pair_blocks
-from .constants import PROC_NULL
-from .device import copy_to_device, is_device, to_host
-from .errors import DatatypeError, HixlTimeoutError, ParamError, PeerFailure, also
-from .ops import NO_OP, REPLACE, as_op, native_atomic
+from ..ground.constants import PROC_NULL
+from ..buffers.device import copy_to_device, is_device, to_host
+from ..ground.errors import DatatypeError, HixlTimeoutError, ParamError, PeerFailure, also
+from ..buffers.ops import NO_OP, REPLACE, as_op, native_atomic
 from .request import Request
 
 CHUNK_BYTES = 64 * 1024

@@ -3,7 +3,7 @@ which dtypes each is defined for, and which map to native 64-bit atomics."""
 import numpy as np
 from mpi4py import MPI
 
-from .errors import DatatypeError, ParamError, UnsupportedError
+from ..ground.errors import DatatypeError, ParamError, UnsupportedError
 
 
 def _logical(fn):

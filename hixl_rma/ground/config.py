@@ -12,7 +12,7 @@ import os
 
 
 def ParamError(message):  # noqa: N802 -- raised as the exception class it returns
-    """hixl_rma.errors.ParamError(message), imported only when a setting is bad:
+    """hixl_rma.ground.errors.ParamError(message), imported only when a setting is bad:
     errors imports mpi4py.MPI (its classes are MPI.Exception), and reading a
     setting (HIXL_RMA_CHECK at import of hixl_rma) must not initialize MPI
     before the program does."""
@@ -143,7 +143,7 @@ def notify_batch():
 
 
 def check_tools():
-    """The tools ``HIXL_RMA_CHECK`` names (comma-separated; hixl_rma.hooks.TOOLS
+    """The tools ``HIXL_RMA_CHECK`` names (comma-separated; hixl_rma.runtime.hooks.TOOLS
     says which exist)."""
     return [v.strip() for v in _get("HIXL_RMA_CHECK").split(",") if v.strip()]
 

@@ -2,10 +2,10 @@
 one engine batch, bounds-checked as a whole before any byte moves."""
 import numpy as np
 
-from . import _engine
-from ._datatypes import as_buffer
-from .constants import WIN_FLAVOR_DYNAMIC as _FLAVOR_DYNAMIC
-from .errors import BoundsError, ParamError
+from .. import _engine
+from ..buffers.datatypes import as_buffer
+from ..ground.constants import WIN_FLAVOR_DYNAMIC as _FLAVOR_DYNAMIC
+from ..ground.errors import BoundsError, ParamError
 
 
 class Batches:

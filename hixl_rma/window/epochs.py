@@ -9,12 +9,12 @@ of a rank known dead. PSCW and fence
 completion are engine notifies and a barrier.
 """
 
-from . import _engine
-from . import config
-from . import constants as C
+from .. import _engine
+from ..ground import config
+from ..ground import constants as C
 from . import ctrl as CTRL
-from . import runtime as _rt
-from .errors import EpochError, HixlError, HixlTimeoutError, ParamError, PeerFailure
+from ..runtime import process as _rt
+from ..ground.errors import EpochError, HixlError, HixlTimeoutError, ParamError, PeerFailure
 
 LOCK_EXCL = 1 << 62
 _OWNER_SHIFT, _OWNER_MASK = 32, (1 << 30) - 1  # an exclusive holder's window rank + 1, beside the count

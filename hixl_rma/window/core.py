@@ -15,18 +15,18 @@ import operator
 import numpy as np
 from mpi4py import MPI
 
-from . import _engine
-from . import constants as C
+from .. import _engine
+from ..ground import constants as C
 from . import ctrl as CTRL
-from . import priority as _priority
-from . import runtime as _rt
+from ..ground import priority as _priority
+from ..runtime import process as _rt
 from . import shared
-from . import winmeta
-from ._datatypes import as_buffer, clip_blocks, target_blocks
-from .comm import as_communicator
-from .device import is_device, with_cai
+from . import meta as winmeta
+from ..buffers.datatypes import as_buffer, clip_blocks, target_blocks
+from ..runtime.comm import as_communicator
+from ..buffers.device import is_device, with_cai
 from .dynamic import Regions
-from .errors import (PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError,
+from ..ground.errors import (PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError,
                      UnsupportedError, also)
 from .request import Request
 

@@ -32,12 +32,12 @@ import weakref
 
 import numpy as np
 
-from . import _engine
-from . import config as _config
+from .. import _engine
+from ..ground import config as _config
 from . import ctrl as CTRL
-from . import runtime as _rt
-from .constants import PROC_NULL
-from .errors import HixlError, HixlTimeoutError, ParamError
+from ..runtime import process as _rt
+from ..ground.constants import PROC_NULL
+from ..ground.errors import HixlError, HixlTimeoutError, ParamError
 
 DEFAULT_NOTIFY_LIMIT = 1024
 DEFAULT_HOLD_US = 1000  # the longest a held notification waits for its batch (info notify_hold_us)

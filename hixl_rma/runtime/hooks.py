@@ -27,7 +27,7 @@ import importlib.abc
 import importlib.util
 import sys
 
-from . import config
+from ..ground import config
 
 #: tool name in HIXL_RMA_CHECK -> its module, which has ``enable()``
 TOOLS = {"races": "hixl_rma.races"}

@@ -14,9 +14,9 @@ waits for another in vain.
 """
 import numpy as np
 
-from . import _engine
-from . import runtime as _rt
-from .errors import HixlError
+from .. import _engine
+from ..runtime import process as _rt
+from ..ground.errors import HixlError
 
 _FAILED = -1
 

@@ -19,7 +19,7 @@ from mpi4py import MPI
 from mpi4py.util import dtlib
 
 from .device import is_device, is_device_pointer, with_cai
-from .errors import BoundsError, DatatypeError, ParamError, also
+from ..ground.errors import BoundsError, DatatypeError, ParamError, also
 from .ops import is_pair
 
 __all__ = [
@@ -479,7 +479,7 @@ def _dlpack_array(buf):
     read-only flag); the element type is read from the capsule. numpy's own
     ``from_dlpack`` is not used: it marks arrays of unversioned capsules
     read-only and consumes the capsule by its own rules."""
-    from ._engine import dlpack_dtype
+    from .._engine import dlpack_dtype
     try:
         capsule = buf.__dlpack__()
     except TypeError:

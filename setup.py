@@ -157,7 +157,7 @@ record = Extension(RECORD, sources=["hixl_rma/races/_record.pyx"], language="c++
                    extra_compile_args=["-O3", "-g0", "-Wall"])
 # The binding's declarations of the engine's extension calls, made from their
 # one declaration (src/include/hixl/hixl_ext_calls.h) before Cython reads them.
-runpy.run_path(os.path.join(HERE, "scripts", "ext_decls.py"), run_name="ext_decls")["main"]([])
+runpy.run_path(os.path.join(HERE, "tools", "build", "ext_decls.py"), run_name="ext_decls")["main"]([])
 # The benchmark's floor peer (hixl_rma/bench/_floor.pyx): the system call a
 # same-node Put comes down to, timed in C; the benchmark's, not the engine's.
 FLOOR = "hixl_rma.bench._floor"

@@ -15,7 +15,7 @@ import hixl_rma
 from hixl_rma import WRITE, _engine
 from hixl_rma.ground.errors import NotConnectedError, PeerFailure
 
-import racing
+from support import racing
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -93,7 +93,7 @@ def test_each_block_of_one_batch_takes_the_path_its_capabilities_allow(monkeypat
 
 @needs_sources
 def test_the_bindings_declarations_are_what_the_list_makes():
-    gen = runpy.run_path(str(ROOT / "scripts" / "ext_decls.py"))
+    gen = runpy.run_path(str(ROOT / "tools" / "build" / "ext_decls.py"))
     entries = gen["entries"](CALLS.read_text())
     names = [name for _, name, _ in entries]
     assert len(names) == len(set(names)) and {"PostTo", "GetCapabilities", "BuildCapabilities"} <= set(names)
@@ -111,7 +111,7 @@ def test_the_bindings_declarations_are_what_the_list_makes():
 
 @needs_sources
 def test_a_list_entry_on_two_lines_is_refused():
-    gen = runpy.run_path(str(ROOT / "scripts" / "ext_decls.py"))
+    gen = runpy.run_path(str(ROOT / "tools" / "build" / "ext_decls.py"))
     with pytest.raises(ValueError, match="one entry on one line"):
         gen["entries"]("HIXL_EXT_CALL(Status, Flush, (Hixl &engine,\n    int32_t timeout), UNSUPPORTED)\n")
 

@@ -1,4 +1,4 @@
-"""Across simulated hosts (scripts/simhosts.py: namespaces joined by a
+"""Across simulated hosts (tests/support/simhosts.py: namespaces joined by a
 bridge, each its own hostname, /dev/shm and pids, as on a cluster whose
 nodes resolve their own name to 127.0.1.1), with nothing set by hand: the
 engines advertise their interface addresses, ranks of one host use shared
@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-import procutil
+from support import procutil
 
 simhosts = procutil.simhosts()
 ROOT = pathlib.Path(__file__).resolve().parent.parent

@@ -20,7 +20,7 @@ import sys
 
 import pytest
 
-import procutil
+from support import procutil
 
 pytestmark = pytest.mark.timeout(200)
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import hixl_rma
-import procutil
+from support import procutil
 import test_security as sec
 from hixl_rma import READ, WRITE
 from hixl_rma.ground import config

@@ -28,7 +28,7 @@ from hixl_rma.ground.errors import (
     UnsupportedError,
 )
 
-import racing
+from support import racing
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 
 import hixl_rma
-import procutil
 from hixl_rma import WRITE, _engine
 from hixl_rma.ground.errors import HixlTimeoutError
 
+from support import procutil
 from test_engine import DIRECT
 
 pytestmark = [pytest.mark.timeout(120),

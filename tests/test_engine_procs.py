@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-import procutil
+from support import procutil
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-import procutil
+from support import procutil
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -113,7 +113,7 @@ def test_kv_cache_transfer_refuses_what_it_does_not_run(extra):
 
 
 def test_first_contact_script_reports_every_op():
-    script = EXAMPLES.parent / "scripts" / "first_contact.py"
+    script = EXAMPLES.parent / "tools" / "measure" / "first_contact.py"
     proc = subprocess.run([sys.executable, str(script), "--reps", "1", "--sizes", "1", "--ops", "put,notify,fop"],
                           capture_output=True, text=True, timeout=120, env=_clean_env(), cwd=EXAMPLES.parent)
     out = proc.stdout + proc.stderr

@@ -15,7 +15,7 @@ leaves with ``os._exit``: MPICH's ``MPI_Finalize`` (run by mpi4py at exit)
 waits for every rank forever once one is dead, which is MPICH's behaviour,
 not hixl_rma's (``hixl_rma.Finalize`` itself returns, raising PeerFailure).
 
-The first four cases also run across two simulated hosts (scripts/simhosts.py:
+The first four cases also run across two simulated hosts (tests/support/simhosts.py:
 one rank each, so the victim dies on the other host and its death comes over
 the network); they skip with the reason where those cannot be made.
 
@@ -33,7 +33,7 @@ import time
 
 import pytest
 
-import procutil
+from support import procutil
 
 simhosts = procutil.simhosts()
 

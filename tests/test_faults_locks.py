@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-import procutil
+from support import procutil
 from test_faults import TIMEOUT_MS, WRAPPER, _env, _results, needs_hydra, MPIEXEC
 
 pytestmark = pytest.mark.timeout(120)

@@ -4,7 +4,7 @@ deregistration is an invalidation over the wire and every table refresh
 unpacks (and later retires) remote keys. RSS (from /proc/self/statm) and the
 engine's counters must come back to where they started.
 
-``scripts/leakcheck.sh`` runs this module (and tests/test_engine.py) under
+``tools/measure/leakcheck.sh`` runs this module (and tests/test_engine.py) under
 valgrind for leaks that RSS cannot see.
 """
 
@@ -23,7 +23,7 @@ from hixl_rma import READ, WRITE
 pytestmark = pytest.mark.timeout(120)
 
 CYCLES = int(os.environ.get("HIXL_RMA_LEAK_CYCLES", "10000"))
-# 0 turns the RSS checks off (scripts/leakcheck.sh: valgrind holds freed memory back)
+# 0 turns the RSS checks off (tools/measure/leakcheck.sh: valgrind holds freed memory back)
 RSS_LIMIT = int(os.environ.get("HIXL_RMA_LEAK_RSS_MB", "20")) << 20
 
 

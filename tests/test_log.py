@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-import procutil
+from support import procutil
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-import procutil
+from support import procutil
 
 HERE = pathlib.Path(__file__).resolve().parent
-PEER = HERE / "nixl_peer.py"
+PEER = HERE / "support" / "nixl_peer.py"
 
 try:
     from hixl_rma import nixl as hn
@@ -68,7 +68,7 @@ def _result(out):
 def _expected_digest():
     import numpy as np
 
-    import nixl_peer
+    from support import nixl_peer
 
     bufs = [np.zeros(n, np.uint8) for n in nixl_peer.REGIONS]
     return nixl_peer.digest(nixl_peer.expected(2, bufs))

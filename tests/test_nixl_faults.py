@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-import procutil
+from support import procutil
 from test_nixl import PEER, _env, pytestmark  # noqa: F401  (the same skip)
 
 TIMEOUT_MS = 20000  # agent a's engine timeout: a connect to the stopped agent waits this long

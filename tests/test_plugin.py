@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-import procutil
+from support import procutil
 
 pytestmark = pytest.mark.timeout(180)
 

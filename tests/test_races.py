@@ -3,7 +3,7 @@ exit status, and the rules of its check.
 
 Single-process tests: the multi-rank programs run under an mpiexec these
 tests start (so they must not run under mpiexec themselves). The
-RMARaceBench cases are scored by scripts/race_score.py (CI runs
+RMARaceBench cases are scored by tools/ci/race_score.py (CI runs
 ``--check``); two of them run here as a smoke test of the scorer.
 """
 import json
@@ -114,7 +114,7 @@ def test_pytest_plugin_fails_a_racy_session(tmp_path):
 
 
 def test_scorer_smoke():
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "race_score.py"), "--jobs", "1", "--check",
+    p = subprocess.run([sys.executable, str(ROOT / "tools" / "ci" / "race_score.py"), "--jobs", "1", "--check",
                         "--only", r"conflict/00[12]_"], cwd=ROOT, env=_clean_env(), capture_output=True, text=True,
                        timeout=200)
     out = p.stdout + p.stderr

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-import procutil
+from support import procutil
 
 from test_races import _run
 
@@ -142,11 +142,11 @@ def test_report_printed_when_the_program_aborts(tmp_path):
 
 
 def _suite():
-    return procutil.script("mpi4py_suite")
+    return procutil.script("tools/ci/mpi4py_suite.py")
 
 
 def test_suite_counts_the_racy_demos_race_as_its_outcome(tmp_path, monkeypatch):
-    """scripts/mpi4py_suite.py runs nxtval-mpi3.py under the detector on 3
+    """tools/ci/mpi4py_suite.py runs nxtval-mpi3.py under the detector on 3
     ranks: its race reported is the pass, even when the demo's own check
     then fails (here it always does)."""
     from test_examples import _clean_env

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from procutil import run
+from support.procutil import run
 from test_examples import _clean_env, _mpiexec
 from test_races import ROOT
 

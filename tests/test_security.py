@@ -32,9 +32,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hixl_rma
-import procutil
 from hixl_rma import READ, WRITE
 from hixl_rma.ground.errors import HixlError, NotConnectedError
+
+from support import procutil
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -14,7 +14,7 @@ import hixl_rma
 from hixl_rma.ground import config
 from hixl_rma.ground.errors import ParamError
 
-import procutil
+from support import procutil
 
 READ, WRITE = hixl_rma.READ, hixl_rma.WRITE
 

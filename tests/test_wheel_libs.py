@@ -1,4 +1,4 @@
-"""scripts/wheel_libs.py: a Python that lacks the wheel's run-time
+"""tools/build/wheel_libs.py: a Python that lacks the wheel's run-time
 dependencies is named as the cause, not left to auditwheel's "could not
 locate" error after the build."""
 import pathlib
@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("elftools")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "wheel_libs.py"
+SCRIPT = ROOT / "tools" / "build" / "wheel_libs.py"
 
 
 def _wheel(tmp_path, requires):

@@ -3,7 +3,7 @@
 ``python -m hixl_rma.bench merge A.json B.json ... [--json OUT] [--plot OUT.png]``
 
 Typically the ``rma`` benchmark run under mpi4py over MPICH and over Open MPI
-(``scripts/bench_both_mpis.sh``), possibly several times each. Figures are
+(``tools/measure/bench_both_mpis.sh``), possibly several times each. Figures are
 matched by id; the repetitions of one implementation in several files are
 pooled (median, min and max over all of them: hixl and ucx_perftest appear
 in every file, each MPI in its own). An MPI is compared with the hixl

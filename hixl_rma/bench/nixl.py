@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
     p.add_argument("--batch", type=int, default=16, help="descriptors in the batched shape (default 16)")
     p.add_argument("--iters", type=int, default=None, help="transfers per figure and repetition (default: by size)")
     p.add_argument("--target-prefix", default="", help="command prefix that runs the target elsewhere (another "
-                   "host: e.g. 'python scripts/simhosts.py exec 1'); then --initiator-prefix runs the initiator")
+                   "host: e.g. 'python tests/support/simhosts.py exec 1'); then --initiator-prefix runs the initiator")
     p.add_argument("--initiator-prefix", default="", help="command prefix of the initiator (with --target-prefix)")
     p.add_argument("--role", default="", choices=("", "initiator", "target"), help=argparse_suppress())
     p.add_argument("--dir", default="", help=argparse_suppress())

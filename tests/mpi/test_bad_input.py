@@ -30,7 +30,7 @@ from hixl_rma import (AccessError, BoundsError, DatatypeError, EpochError, HixlE
                       ParamError, UnsupportedError, Win)
 
 from hixl_rma.ground.errors import kind
-from mpiutil import barrier
+from support.mpiutil import barrier
 
 # "thread": a rank stuck in a collective is stopped rather than left out of step.
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120, method="thread")]

@@ -11,7 +11,7 @@ import pytest
 import hixl_rma
 from hixl_rma import BoundsError, Win
 
-from mpiutil import barrier
+from support.mpiutil import barrier
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120, method="thread")]
 

@@ -15,7 +15,7 @@ from hixl_rma import HixlTimeoutError, ParamError, Win
 from hixl_rma import _engine
 from hixl_rma import runtime as _rt
 
-from mpiutil import barrier, one_node, pattern
+from support.mpiutil import barrier, one_node, pattern
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(60, method="thread")]
 

@@ -16,7 +16,7 @@ from mpi4py import MPI
 from hixl_rma import Win
 from hixl_rma import hixl_api as H
 from hixl_rma import runtime as _rt
-from mpiutil import barrier
+from support.mpiutil import barrier
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(300, method="thread")]
 

@@ -12,7 +12,7 @@ from hixl_rma.ground.errors import kind
 import hixl_rma as hixl
 from hixl_rma import AccessError, BoundsError, ParamError
 
-from mpiutil import barrier, pattern
+from support.mpiutil import barrier, pattern
 
 # "thread": a rank stuck in a collective is stopped (and mpiexec ends the job)
 # rather than left out of step with the others.

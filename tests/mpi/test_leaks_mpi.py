@@ -8,7 +8,7 @@ frees it. RSS and the engine's counters must come back to where they were.
 Measured here (2 cores): ~0.7 ms per cycle with 2 ranks, ~2.2 ms with 3.
 ``HIXL_RMA_LEAK_CYCLES`` sets the count; the default is 10000 with 2 ranks
 and 10000 // (size - 1) beyond, to stay within a minute.
-``scripts/leakcheck.sh`` runs the full 10000 at every size.
+``tools/measure/leakcheck.sh`` runs the full 10000 at every size.
 """
 import os
 import resource
@@ -20,7 +20,7 @@ from mpi4py import MPI
 import hixl_rma
 from hixl_rma import Win
 
-from mpiutil import barrier
+from support.mpiutil import barrier
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(180, method="thread")]
 

@@ -13,7 +13,7 @@ from hixl_rma.window import ctrl as CTRL
 from hixl_rma import runtime as _rt
 from hixl_rma.window.epochs import LOCK_EXCL
 
-from mpiutil import barrier
+from support.mpiutil import barrier
 
 pytestmark = [pytest.mark.mpi(min_size=3), pytest.mark.timeout(60, method="thread")]
 

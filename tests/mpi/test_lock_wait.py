@@ -12,7 +12,7 @@ import pytest
 from hixl_rma import LOCK_EXCLUSIVE, LOCK_SHARED, Win
 from hixl_rma.window import ctrl as CTRL
 
-from mpiutil import barrier, one_node
+from support.mpiutil import barrier, one_node
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(60, method="thread")]
 

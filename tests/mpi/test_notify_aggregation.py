@@ -11,7 +11,7 @@ import hixl_rma
 from hixl_rma import ParamError, Win
 from hixl_rma import runtime as _rt
 
-from mpiutil import barrier
+from support.mpiutil import barrier
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(60, method="thread")]
 

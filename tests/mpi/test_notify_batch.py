@@ -12,7 +12,7 @@ import hixl_rma
 from hixl_rma.ground.errors import kind
 from hixl_rma import BoundsError, HixlTimeoutError, ParamError, Win
 
-from mpiutil import barrier
+from support.mpiutil import barrier
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(60, method="thread")]
 

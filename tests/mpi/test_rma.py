@@ -11,7 +11,7 @@ from mpi4py import MPI
 import hixl_rma
 from hixl_rma import Request, Win
 
-from mpiutil import barrier, pattern
+from support.mpiutil import barrier, pattern
 
 # "thread": a rank stuck in a collective is stopped (and mpiexec ends the job)
 # rather than left out of step with the others.

@@ -28,7 +28,7 @@ from mpi4py import MPI
 import hixl_rma
 from hixl_rma import Win
 
-from mpiutil import barrier
+from support.mpiutil import barrier
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120, method="thread")]
 

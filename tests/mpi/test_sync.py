@@ -10,7 +10,7 @@ import pytest
 import hixl_rma
 from hixl_rma import EpochError, Win
 
-from mpiutil import barrier, pattern
+from support.mpiutil import barrier, pattern
 
 # "thread": a rank stuck in a collective is stopped (and mpiexec ends the job)
 # rather than left out of step with the others.

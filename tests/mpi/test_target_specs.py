@@ -13,7 +13,7 @@ from mpi4py import MPI
 from hixl_rma import BoundsError, Win
 from hixl_rma.window import core
 
-from mpiutil import barrier, pattern
+from support.mpiutil import barrier, pattern
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(60, method="thread")]
 

@@ -12,7 +12,7 @@ from mpi4py import MPI
 import hixl_rma
 from hixl_rma import BoundsError, Communicator, ParamError, Win
 
-from mpiutil import barrier, one_node, pattern
+from support.mpiutil import barrier, one_node, pattern
 
 # "thread": a rank stuck in a collective is stopped (and mpiexec ends the job)
 # rather than left out of step with the others.

@@ -5,7 +5,7 @@ processes: the per-call figure the benchmark's ``--compare mpi`` cannot give
 where two libraries sharing a process disturb each other (docs/performance.md,
 "Across hosts"). Rank 0 prints the median, p10 and p90.
 
-    mpiexec -n 2 python scripts/put_flush_loop.py [--mpi] [--size BYTES] [--iters N]
+    mpiexec -n 2 python tools/measure/put_flush_loop.py [--mpi] [--size BYTES] [--iters N]
 """
 import argparse
 import time

@@ -12,10 +12,10 @@ stand-in, as it would through ssh.
 
 By hand (root, ``ip``, ``unshare`` and ``nsenter``)::
 
-    python scripts/simhosts.py up 2
-    python scripts/simhosts.py mpiexec -n 3 -- python -m hixl_rma.bench ...   # ranks 2+1
-    python scripts/simhosts.py exec 1 -- hostname
-    python scripts/simhosts.py down
+    python tests/support/simhosts.py up 2
+    python tests/support/simhosts.py mpiexec -n 3 -- python -m hixl_rma.bench ...   # ranks 2+1
+    python tests/support/simhosts.py exec 1 -- hostname
+    python tests/support/simhosts.py down
 
 Run as anything but one of its commands, the script is the ssh stand-in
 (``[options] host command...``). ``mpiexec`` places ranks in blocks (``--per-host``, default: as even as

@@ -2,7 +2,7 @@
 """What the race detector costs on the benchmark: the ratio of hixl's
 medians with it on (HIXL_RMA_CHECK=races) to off, per figure of W1..W4.
 
-    python scripts/race_overhead.py OFF.json ON.json
+    python tools/measure/race_overhead.py OFF.json ON.json
 
 where the two files come from
 

@@ -3,7 +3,7 @@
 MPI RMA cases (tests/races/cases), like the benchmark's own harness:
 TP/TN/FP/FN, precision, recall and accuracy per group and in all.
 
-    python scripts/race_score.py [--jobs N] [--check] [--only PATTERN] [--json FILE]
+    python tools/ci/race_score.py [--jobs N] [--check] [--only PATTERN] [--json FILE]
 
 Each case runs under ``mpiexec -n <its nprocs> python -m hixl_rma
 --check-races --races-json <tmp>`` with a timeout; a case counts as
@@ -24,7 +24,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
 CASES = os.path.join(ROOT, "tests", "races", "cases")
 GROUPS = ("conflict", "sync", "atomic", "hybrid")
 

@@ -26,7 +26,7 @@ A table of the results is printed; the exit status is 0 only on a pass. The
 logs of every rank of a run that failed are kept (``--logs``), and the
 tail of each is printed.
 
-    python scripts/mpi4py_suite.py [--sizes 1,2,3] [--sdist DIR_OR_TARBALL] [--logs DIR]
+    python tools/ci/mpi4py_suite.py [--sizes 1,2,3] [--sdist DIR_OR_TARBALL] [--logs DIR]
 """
 import argparse
 import json

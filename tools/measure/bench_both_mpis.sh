@@ -2,7 +2,7 @@
 # The rma benchmark (python -m hixl_rma.bench rma) under mpi4py over both MPI
 # wheels, each in its own environment, then one merged table, JSON and plot.
 #
-#   scripts/bench_both_mpis.sh [OUTDIR] [-- extra rma arguments, e.g. --quick or W1 W2]
+#   tools/measure/bench_both_mpis.sh [OUTDIR] [-- extra rma arguments, e.g. --quick or W1 W2]
 #
 # Environment:
 #   MPICH_VENV  virtualenv with mpi4py over the mpich wheel      (default /opt/venv)
@@ -21,7 +21,7 @@
 # JSON: machine.mpi.osc). The runs alternate MPICH / Open MPI so that drift in
 # the machine's load is spread over both.
 set -u -o pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${1:-bench-out}
 [ $# -gt 0 ] && shift
 [ "${1:-}" = "--" ] && shift

@@ -3,7 +3,7 @@
 # the multi-rank suite under mpiexec with 2 and 3 ranks, its core part again
 # over UCX_TLS=tcp, mpi4py's own RMA suites on hixl_rma.Win, the race
 # detector scored on its cases (RACES_SUITE=1 also runs the multi-rank suite
-# under it); then the distribution (scripts/ci_dist.sh; DIST_CHECKS=0 leaves
+# under it); then the distribution (tools/ci/ci_dist.sh; DIST_CHECKS=0 leaves
 # it out): the wheel
 # built from the sdist alone and repaired, installed where no compiler can be
 # found and run (demo, core suite), the core suite under Open MPI (the
@@ -11,7 +11,7 @@
 # on the second Python (3.13), the race detector scored there too. Every step has a hard time limit, so a hung
 # rank fails the run instead of stalling it; pytest-timeout bounds every test.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 # Run the installed package: `pytest` (not `python -m pytest`) keeps the
 # source tree, which has no compiled extension, off sys.path.
 PYTEST=${PYTEST:-pytest}
@@ -48,20 +48,20 @@ step mpi-3 "$MPIEXEC" -n 3 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi
 step mpi-2-tcp env UCX_TLS=tcp "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider --with-mpi -m core tests/mpi
 # mpi4py's own RMA test suites and demos (from the sdist of the installed
 # mpi4py) on hixl_rma.Win, at -n 1, 2 and 3, beside plain mpi4py.
-step mpi4py-suite python scripts/mpi4py_suite.py --sizes 1,2,3
+step mpi4py-suite python tools/ci/mpi4py_suite.py --sizes 1,2,3
 # The race detector: scored on the RMARaceBench cases (precision 1.0,
 # recall >= 0.97), and the multi-rank suite passing under it (its report
 # kept in the step's JSON, not failing the step: the suite reads atomics'
 # results before a Flush, which MPI calls a race and hixl_rma allows --
 # docs/guide/races.md; the leak tests measure hixl_rma's memory, which
 # the detector's records would add to).
-step races-score python scripts/race_score.py --jobs 2 --check
+step races-score python tools/ci/race_score.py --jobs 2 --check
 if [ "${RACES_SUITE:-0}" != 0 ]; then  # the audit of the suite under the detector: opt-in, for time
   step races-mpi-2 env HIXL_RMA_RACE_JSON="$logs/races-mpi-2.json" "$MPIEXEC" -n 2 "$PYTEST" -q \
     -p no:cacheprovider --with-mpi --hixl-races --ignore=tests/mpi/test_leaks_mpi.py tests/mpi
 fi
 if [ "${DIST_CHECKS:-1}" != 0 ]; then
-  dist=(bash scripts/ci_dist.sh)
+  dist=(bash tools/ci/ci_dist.sh)
   step dist-build "${dist[@]}" build
   step wheel-nocc-install "${dist[@]}" wheel-venv whl-mpich mpich
   step wheel-nocc-demo "${dist[@]}" demo whl-mpich

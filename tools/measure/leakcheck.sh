@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Leak check of the engine -- slow (tens of minutes), not part of CI.
 #
-#   bash scripts/leakcheck.sh            # from anywhere; needs valgrind
+#   bash tools/measure/leakcheck.sh            # from anywhere; needs valgrind
 #
 # 1. Runs the single-process engine tests (tests/test_engine.py and
 #    tests/test_leaks.py: 10,000 register/deregister cycles with a connected
@@ -18,7 +18,7 @@
 # Logs go to ${LEAKCHECK_OUT:-build/leakcheck}. Exit status 0 when none of
 # the findings involves our code and every step passed.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${LEAKCHECK_OUT:-build/leakcheck}
 PYTEST=${PYTEST:-$(command -v pytest)}
 PYTHON=${PYTHON:-$(command -v python3)}

@@ -3,7 +3,7 @@ Notify, or Fetch_and_op + Flush from rank 0 to rank 1, connect included, in
 a job that made nothing but the window before it (each repetition is a
 fresh ``mpiexec -n 2``); mpi4py's ``MPI.Win`` first Put + Flush beside it.
 
-    python scripts/first_contact.py [--reps 5] [--sizes 1,256] [--ops put,get,notify,fop]
+    python tools/measure/first_contact.py [--reps 5] [--sizes 1,256] [--ops put,get,notify,fop]
 
 Prints the median, min and max in ms of each (op, window size in MiB).
 """

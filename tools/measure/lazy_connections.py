@@ -5,10 +5,10 @@ against one where every rank talks to every rank.
 
 Run (any size; docs/performance.md's figures: 6 ranks on 3 simulated hosts)::
 
-    python scripts/simhosts.py up 3
-    python scripts/simhosts.py mpiexec -n 6 -- python scripts/lazy_connections.py ring
-    python scripts/simhosts.py mpiexec -n 6 -- python scripts/lazy_connections.py all
-    python scripts/simhosts.py down
+    python tests/support/simhosts.py up 3
+    python tests/support/simhosts.py mpiexec -n 6 -- python tools/measure/lazy_connections.py ring
+    python tests/support/simhosts.py mpiexec -n 6 -- python tools/measure/lazy_connections.py all
+    python tests/support/simhosts.py down
 
 Rank 0 prints one line per figure: median and max over the ranks.
 """

@@ -1,8 +1,8 @@
 """The race detector's cost in a loop of the program's own, which its line
 watch watches (the benchmark's loops are hixl_rma's code, which it does not).
 
-    mpiexec -n 2 python scripts/race_loop.py [--n N] [--reps R]
-    HIXL_RMA_CHECK=races mpiexec -n 2 python scripts/race_loop.py
+    mpiexec -n 2 python tools/measure/race_loop.py [--n N] [--reps R]
+    HIXL_RMA_CHECK=races mpiexec -n 2 python tools/measure/race_loop.py
 
 Rank 0 times loops of 8 B and 4 KiB Put + Flush and of Fetch_and_op +
 Flush on an Allocate window at rank 1, inside one Lock; it prints each

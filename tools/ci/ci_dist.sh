@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The distribution's checks, one subcommand per step of scripts/run_tests.sh.
+# The distribution's checks, one subcommand per step of tools/ci/run_tests.sh.
 # Everything lives under DIST_WORK (a directory the caller makes and removes):
 #
-#   ci_dist.sh build                         sdist + repaired wheel (scripts/build_wheel.sh) into DIST_WORK/dist
+#   ci_dist.sh build                         sdist + repaired wheel (tools/build/build_wheel.sh) into DIST_WORK/dist
 #   ci_dist.sh wheel-venv NAME MPI           a fresh virtualenv DIST_WORK/NAME of the wheel's Python, with no
 #                                            compiler on PATH, the wheel installed with [test,MPI] from binaries only
 #   ci_dist.sh sdist-venv NAME PYTHON MPI    a fresh virtualenv of PYTHON ("second": see below) with the sdist
 #                                            alone built and installed in it, with [test,MPI], from an empty directory
 #   ci_dist.sh demo NAME                     README's demo (examples/kv_cache_transfer.py --compare mpi, 2 ranks)
-#   ci_dist.sh core NAME N [VAR=VALUE ...]   the core multi-rank suite at -n N, from a copy of tests/mpi outside
-#                                            the repository (so the tests import the installed package)
-#   ci_dist.sh races NAME                    the race detector's scorer (scripts/race_score.py --check)
+#   ci_dist.sh core NAME N [VAR=VALUE ...]   the core multi-rank suite at -n N, from a copy of tests/mpi (and
+#                                            tests/support) outside the repository (so the tests import the
+#                                            installed package)
+#   ci_dist.sh races NAME                    the race detector's scorer (tools/ci/race_score.py --check)
 #
 # Every command in a venv runs with PATH = that venv's bin and a directory of
 # links to the rest of PATH less the compilers (gcc, g++, cc, c++, clang and
@@ -19,7 +20,7 @@
 # "second" for PYTHON: SECOND_PYTHON, else python3.13 on PATH, else pyenv's
 # newest 3.13.
 set -euo pipefail
-REPO=$(cd "$(dirname "$0")/.." && pwd)
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
 : "${DIST_WORK:?set DIST_WORK to a directory that the steps share}"
 DIST=$DIST_WORK/dist
 
@@ -115,7 +116,7 @@ mpi_launcher() {
 cmd=${1:-}; shift || true
 case $cmd in
   build)
-    PYTHON=${PYTHON:-python} bash "$REPO/scripts/build_wheel.sh" "$DIST"
+    PYTHON=${PYTHON:-python} bash "$REPO/tools/build/build_wheel.sh" "$DIST"
     ;;
   wheel-venv)
     name=$1 mpi=$2 wheel=$(wheel_file)
@@ -154,8 +155,10 @@ case $cmd in
     tests=$DIST_WORK/run-$name/tests-$n
     rm -rf "$tests" && mkdir -p "$tests"
     cp -r "$REPO/tests/mpi" "$tests/mpi"
-    # the repository's pytest settings (pyproject.toml) that the suite needs
-    printf '[pytest]\ntimeout = 120\nmarkers =\n    slow: long-running checks\n' > "$tests/pytest.ini"
+    cp -r "$REPO/tests/support" "$tests/support"  # its helpers (support.mpiutil)
+    # the repository's pytest settings (pyproject.toml) that the suite needs;
+    # pythonpath: its folder on sys.path, as tests/ is in the repository
+    printf '[pytest]\ntimeout = 120\npythonpath = .\nmarkers =\n    slow: long-running checks\n' > "$tests/pytest.ini"
     mpi_launcher "$name"
     export RUN_IN=$tests
     check_import "$name"
@@ -167,7 +170,7 @@ case $cmd in
     # line watch is a sys.monitoring tool, where 3.11's is a trace function)
     name=$1
     check_import "$name"
-    in_venv "$name" python "$REPO/scripts/race_score.py" --jobs 2 --check
+    in_venv "$name" python "$REPO/tools/ci/race_score.py" --jobs 2 --check
     ;;
   *)
     die "usage: ci_dist.sh build | wheel-venv NAME MPI | sdist-venv NAME PYTHON MPI | demo NAME | core NAME N [VAR=VALUE ...] | races NAME"

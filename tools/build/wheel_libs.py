@@ -1,11 +1,11 @@
 """The shared objects in a hixl_rma wheel, and which of their libraries
 come from other wheels at run time.
 
-    python scripts/wheel_libs.py excludes WHEEL
+    python tools/build/wheel_libs.py excludes WHEEL
         one auditwheel ``--exclude`` argument per line: every library that an
         ELF file of the wheel needs and that a wheel it depends on ships
         (libucp and libucs from libucx-cu12; a NIXL plugin's from nixl's)
-    python scripts/wheel_libs.py check WHEEL [--expect GLOB ...]
+    python tools/build/wheel_libs.py check WHEEL [--expect GLOB ...]
         fails unless the (repaired) wheel has a manylinux tag, contains an
         ELF file matching each GLOB, vendors none of those libraries, and
         has no RUNPATH that names a directory of the build machine

@@ -1,14 +1,17 @@
 """Helpers of the tests that start processes (mpiexec jobs, interpreters)."""
 import importlib.util
 import os
-import textwrap
 import pathlib
 import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 
 import pytest
+
+#: the repository
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def run(cmd, env=None, timeout=60, cwd=None):
@@ -37,18 +40,20 @@ def finish(proc, done_path, timeout=30):
         proc.communicate()
 
 
-def script(name):
-    """scripts/NAME.py, which is no package's module, as a module."""
-    path = pathlib.Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(name, path)
+def script(path):
+    """A tool of the repository (``tools/ci/mpi4py_suite.py``: a path from
+    its root), which is no package's module, as a module."""
+    path = ROOT / path
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
 def simhosts():
-    """scripts/simhosts.py (the simulated hosts) as a module."""
-    return script("simhosts")
+    """tests/support/simhosts.py (the simulated hosts) as a module."""
+    from . import simhosts
+    return simhosts
 
 
 #: For the scripts the fault tests start: ``attempt(name, fn)`` runs fn and

@@ -9,9 +9,9 @@
 # HIXL_HOME=<prefix> in a throwaway virtualenv, and runs a 2-rank program:
 # Put/Get/Fence, PSCW and notified Put work; Lock and Accumulate raise
 # UnsupportedError (vendor HIXL has no remote atomics).
-# Usage: bash scripts/check_vendor_build.sh
+# Usage: bash tools/build/check_vendor_build.sh
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 python3 -m venv "$tmp/venv"

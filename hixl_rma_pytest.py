@@ -198,7 +198,8 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_configure(config):
     global _state
     if config.getoption("hixl_races", default=False):
-        import hixl_rma.races as races
+        # hixl_rma (its UCX) first, then MPI: the order that works with every MPI (DESIGN.md, one UCX per process)
+        import hixl_rma.races as races  # noqa: I001
         from mpi4py import MPI  # noqa: F401  (initializes MPI: the detector starts over it)
         races.enable(keep_going=True, at_exit=False)
     config.addinivalue_line("markers", "mpi(min_size=N, deadline=S): a multi-rank test (pytest-mpi); "

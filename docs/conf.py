@@ -10,13 +10,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "_ext"))
 
 project = "hixl_rma"
 author = "hixl_rma contributors"
-copyright = "hixl_rma contributors"  # noqa: A001 -- Sphinx's name for it
+copyright = "hixl_rma contributors"  # Sphinx's name for it
 
 try:  # the installed package's version; the docs build without it too
     from importlib.metadata import version as _version
 
     release = _version("hixl_rma")
-except Exception:  # noqa: BLE001 -- any failure leaves the version out, never the build
+except Exception:  # any failure leaves the version out, never the build
     release = ""
 version = release
 

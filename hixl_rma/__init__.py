@@ -62,8 +62,8 @@ def _attach_tools():
     # what loads them: telemetry's exporter watches Init (it serves only
     # when HIXL_RMA_TELEMETRY asks), and the tools HIXL_RMA_CHECK names
     # (races) are on before the program uses MPI.
-    from .runtime import hooks
     from . import telemetry
+    from .runtime import hooks
 
     telemetry.attach()
     for name in hooks.requested():

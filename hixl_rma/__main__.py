@@ -145,7 +145,7 @@ def _abort(status, trace=True):
         failed()
         sys.stdout.flush()
         sys.stderr.flush()
-    if live and (trace or races is not None and races.ACTIVE is not None):
+    if live and (trace or (races is not None and races.ACTIVE is not None)):
         import time
         time.sleep(0.2)  # the forwarder's turn to read it before the abort
     if live:

@@ -9,11 +9,11 @@ mode.
 from . import _engine
 from .ground import constants as C
 from .ground import priority as _priority
+from .ground.errors import ParamError
 from .runtime import process as _rt
 from .runtime.comm import Communicator, as_communicator
-from .ground.errors import ParamError
-from .window.request import Request
 from .win import Win
+from .window.request import Request
 
 _handles = {}  # id(MPI comm) -> list of live MemoryHandles
 _OPS = {"WRITE": _engine.WRITE, "READ": _engine.READ}

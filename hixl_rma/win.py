@@ -13,19 +13,19 @@ to the underscore methods below.
 from mpi4py import MPI
 
 from . import _engine
-from .window import attributes
-from .ground import constants as C
-from .runtime import hooks
 from .buffers.datatypes import as_buffer
+from .buffers.device import device_view
+from .buffers.ops import SUM
+from .ground import constants as C
+from .ground.errors import ParamError, UnsupportedError, also
+from .runtime import hooks
+from .window import attributes
 from .window.accumulate import Accumulates
 from .window.attributes import Attributes
 from .window.batch import Batches
 from .window.core import NULL_KEY, WindowCore
-from .buffers.device import device_view
 from .window.epochs import Sync
-from .ground.errors import ParamError, UnsupportedError, also
 from .window.notify import Notifications
-from .buffers.ops import SUM
 from .window.request import Request
 from .window.view import WindowView
 

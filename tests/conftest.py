@@ -12,7 +12,7 @@ class _FakeDriver:
     def __init__(self):
         self.device_addresses = set()
 
-    def cuPointerGetAttribute(self, ref, attribute, address):  # noqa: N802 (the driver's name)
+    def cuPointerGetAttribute(self, ref, attribute, address):  # the driver's name
         if address not in self.device_addresses:
             return 1  # CUDA_ERROR_INVALID_VALUE: not a CUDA pointer
         ref._obj.value = device._CU_MEMORYTYPE_DEVICE

@@ -5,8 +5,8 @@ import pytest
 
 import hixl_rma
 from hixl_rma import runtime
-from hixl_rma.runtime import hooks
 from hixl_rma.ground.errors import ParamError
+from hixl_rma.runtime import hooks
 
 
 class _Done:

@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 import zlib
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from . import report as rp
 from . import ucx_perftest as pt
@@ -104,7 +104,7 @@ class _Target:
         code = "import sys; from hixl_rma.bench.engine import target_main; sys.exit(target_main())"
         self.proc = subprocess.Popen([sys.executable, "-c", code, mem, str(nbytes)], env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        self._lines: "queue.Queue[Optional[str]]" = queue.Queue()
+        self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
         try:
             while True:

@@ -10,7 +10,8 @@ import os
 import platform
 import statistics
 import sys
-from typing import Any, Iterable, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 
 def summarize(samples: Iterable[float]) -> dict:
@@ -21,7 +22,7 @@ def summarize(samples: Iterable[float]) -> dict:
     return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs), "samples": xs}
 
 
-def ratio(a: Optional[dict], b: Optional[dict]) -> Optional[float]:
+def ratio(a: dict | None, b: dict | None) -> float | None:
     """median(a) / median(b), or None when either is missing."""
     if not a or not b or not a.get("median") or not b.get("median"):
         return None
@@ -35,7 +36,7 @@ def fmt_size(n: int) -> str:
     return f"{n} B"
 
 
-def fmt_num(x: Optional[float], digits: int = 2) -> str:
+def fmt_num(x: float | None, digits: int = 2) -> str:
     if x is None:
         return "-"
     if abs(x) >= 1000:
@@ -45,7 +46,7 @@ def fmt_num(x: Optional[float], digits: int = 2) -> str:
     return f"{x:.{digits}f}"
 
 
-def fmt_stat(s: Optional[dict], digits: int = 2) -> str:
+def fmt_stat(s: dict | None, digits: int = 2) -> str:
     """``median [min-max]``."""
     if not s or s.get("median") is None:
         return "-"
@@ -63,7 +64,7 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _read(path: str) -> Optional[str]:
+def _read(path: str) -> str | None:
     try:
         with open(path) as f:
             return f.read().strip()

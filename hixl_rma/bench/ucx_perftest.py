@@ -17,7 +17,7 @@ import shutil
 import socket
 import subprocess
 import time
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 #: ``ucx_perftest`` prints bandwidth in MB/s with MB = 2**20 bytes.
 MB = 1 << 20
@@ -27,7 +27,7 @@ class PerftestError(RuntimeError):
     """ucx_perftest could not be found, did not start, or printed no result."""
 
 
-def find() -> Optional[str]:
+def find() -> str | None:
     """Path of ``ucx_perftest`` for the UCX hixl_rma uses, or None."""
     override = os.environ.get("HIXL_RMA_UCX_PERFTEST")
     if override:
@@ -52,7 +52,7 @@ def find() -> Optional[str]:
     return shutil.which("ucx_perftest")
 
 
-def environment(exe: str, overrides: Optional[dict] = None) -> dict:
+def environment(exe: str, overrides: dict | None = None) -> dict:
     """The process environment for ``exe``: its UCX's lib dir on LD_LIBRARY_PATH."""
     env = dict(os.environ)
     lib = os.path.normpath(os.path.join(os.path.dirname(exe), "..", "lib"))
@@ -62,7 +62,7 @@ def environment(exe: str, overrides: Optional[dict] = None) -> dict:
     return env
 
 
-def version(exe: str) -> Optional[str]:
+def version(exe: str) -> str | None:
     """UCX version line of the ucx_info next to ``exe`` (None if unavailable)."""
     info = os.path.join(os.path.dirname(exe), "ucx_info")
     if not os.access(info, os.X_OK):
@@ -97,7 +97,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _listening(port: int) -> Optional[bool]:
+def _listening(port: int) -> bool | None:
     """Is some socket listening on ``port``? None when /proc cannot tell."""
     seen = False
     for path in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -150,7 +150,7 @@ def _stop(p: subprocess.Popen) -> str:
 
 
 def run(exe: str, test: str, size: int, iters: int, warmup: int = 10, extra: Sequence[str] = (),
-        env: Optional[dict] = None, timeout: float = 120.0, start_timeout: float = 15.0) -> dict:
+        env: dict | None = None, timeout: float = 120.0, start_timeout: float = 15.0) -> dict:
     """One ucx_perftest measurement (server + client); returns :func:`parse_final`'s dict."""
     args = ["-t", test, "-s", str(size), "-n", str(iters), "-w", str(warmup), *extra]
     environ = environment(exe, env)

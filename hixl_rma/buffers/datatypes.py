@@ -18,8 +18,8 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-from .device import is_device, is_device_pointer, with_cai
 from ..ground.errors import BoundsError, DatatypeError, ParamError, also
+from .device import is_device, is_device_pointer, with_cai
 from .ops import is_pair
 
 __all__ = [
@@ -84,7 +84,7 @@ class Typemap:
     negative (resized or hindexed types may reach before the start).
     """
 
-    __slots__ = ("blocks", "extent", "size", "base", "contiguous")
+    __slots__ = ("base", "blocks", "contiguous", "extent", "size")
 
     def __init__(self, blocks, extent, base):
         blocks = merge_adjacent(blocks)
@@ -367,17 +367,17 @@ class Buffer:
     """
 
     __slots__ = (
-        "obj",
         "address",
-        "nbytes",
-        "readonly",
         "blocks",
-        "dtype",
         "count",
-        "size",
         "device",
-        "typemap",
+        "dtype",
+        "nbytes",
+        "obj",
+        "readonly",
+        "size",
         "type_count",
+        "typemap",
     )
 
     def __init__(self, obj, address, nbytes, readonly, blocks, dtype, size,

@@ -32,7 +32,7 @@ def is_pair(dtype):
 class Op:
     """A predefined reduction: ``apply(target_values, origin_values) -> new``."""
 
-    __slots__ = ("name", "apply", "kinds", "native", "pairs")
+    __slots__ = ("apply", "kinds", "name", "native", "pairs")
 
     def __init__(self, name, apply, kinds, native=None, pairs=False):
         self.name = name
@@ -106,5 +106,23 @@ def native_atomic(op, dtype):
     return op.native
 
 
-__all__ = ["Op", "SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR",
-           "REPLACE", "NO_OP", "MAXLOC", "MINLOC", "as_op", "is_pair", "native_atomic"]
+__all__ = [
+    "BAND",
+    "BOR",
+    "BXOR",
+    "LAND",
+    "LOR",
+    "LXOR",
+    "MAX",
+    "MAXLOC",
+    "MIN",
+    "MINLOC",
+    "NO_OP",
+    "PROD",
+    "REPLACE",
+    "SUM",
+    "Op",
+    "as_op",
+    "is_pair",
+    "native_atomic",
+]

@@ -11,7 +11,7 @@ table; each tool reads its own (``hixl_rma/races/settings.py``, through
 import os
 
 
-def ParamError(message):  # noqa: N802 -- raised as the exception class it returns
+def ParamError(message):  # raised as the exception class it returns, hence the name
     """hixl_rma.ground.errors.ParamError(message), imported only when a setting is bad:
     errors imports mpi4py.MPI (its classes are MPI.Exception), and reading a
     setting (HIXL_RMA_CHECK at import of hixl_rma) must not initialize MPI

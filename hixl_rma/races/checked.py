@@ -13,13 +13,14 @@ import threading
 import numpy as np
 from mpi4py import MPI
 
-from ..ground import constants as C
-from ..buffers.datatypes import as_buffer, target_blocks, typemap
 from .. import Request  # the face's
+from ..buffers.datatypes import as_buffer, target_blocks, typemap
+from ..ground import constants as C
 from ._ext import record as _crecord
 from .clockwin import ClockWindow
 from .detector import LocalUse, WinInfo, _sum, site, site_of
 from .log import Access
+
 
 class _Busy(threading.local):
     on = False  # inside a checked call: calls it makes are the base class's

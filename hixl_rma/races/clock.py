@@ -17,7 +17,7 @@ from . import _ext
 class _PyClock:
     """The clock where the C record is missing (_record.Clock is the same in C)."""
 
-    __slots__ = ("me", "n", "c", "_snap", "fe")
+    __slots__ = ("_snap", "c", "fe", "me", "n")
 
     def __init__(self, me, n):
         self.me, self.n = me, n

@@ -93,7 +93,7 @@ def _sum(obj):
 
 
 if _ext.record is not None:
-    def _sum(obj, _fast=_ext.record.fast_checksum):  # noqa: F811 (the C one where built)
+    def _sum(obj, _fast=_ext.record.fast_checksum):  # the C one where built
         return _fast(obj, checksum)
 
 

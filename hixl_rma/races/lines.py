@@ -93,7 +93,7 @@ class _Ins:
     """One instruction as _table reads it: dis's, with 3.13's two-name
     superinstructions split in two and 3.12's LOAD_FAST_CHECK read as
     LOAD_FAST."""
-    __slots__ = ("opname", "argval", "arg", "positions")
+    __slots__ = ("arg", "argval", "opname", "positions")
 
     def __init__(self, opname, argval, arg, positions):
         self.opname, self.argval, self.arg, self.positions = opname, argval, arg, positions
@@ -184,7 +184,7 @@ def _table(code):
                     break
                 if op in _LOADS:
                     break
-                if op in _NAMES and m > k + 1 or op.startswith("CALL") or op.startswith("STORE_"):
+                if (op in _NAMES and m > k + 1) or op.startswith("CALL") or op.startswith("STORE_"):
                     break
         # the slot: where the C trace function reads a local without the frame's locals dict
         slot = i.arg if i.opname in ("LOAD_FAST", "LOAD_DEREF") else -1

@@ -48,8 +48,8 @@ of mpi4py itself, intercommunicators.
 import logging
 import time
 
-from mpi4py import MPI
 import numpy as np
+from mpi4py import MPI
 
 _P2P_SEND = ("Send", "Ssend", "Bsend", "Rsend", "send", "ssend", "bsend", "Isend", "Issend", "Ibsend", "Irsend",
              "isend", "issend", "ibsend")

@@ -26,7 +26,6 @@ from mpi4py import MPI
 from . import check, state
 from .settings import race_json
 
-
 FAILED_WAIT_S = 5.0  # how long a failing rank waits for the others' records (at most the runtime's timeout)
 _FAIL, _RECORDS, _DONE = 0x4858, 0x4859, 0x485A  # tags on the detector's own communicator
 

@@ -1,8 +1,8 @@
 """Communicator: an mpi4py intracommunicator whose ranks map to engines."""
 from mpi4py import MPI
 
-from . import process as _rt
 from ..ground.errors import ParamError, also
+from . import process as _rt
 
 
 class Communicator:

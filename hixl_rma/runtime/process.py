@@ -17,12 +17,18 @@ import time
 import numpy as np
 
 from .. import _engine
-from ..ground import config
-from . import hooks
-from ..ground import log
-from . import netif
-from ..ground.errors import (ALREADY_CONNECTED, HixlError, HixlTimeoutError, NotConnectedError, ParamError, PeerFailure,
-                     ResourceError, UnsupportedError)
+from ..ground import config, log
+from ..ground.errors import (
+    ALREADY_CONNECTED,
+    HixlError,
+    HixlTimeoutError,
+    NotConnectedError,
+    ParamError,
+    PeerFailure,
+    ResourceError,
+    UnsupportedError,
+)
+from . import hooks, netif
 
 _lock = threading.RLock()
 _state = None
@@ -709,5 +715,13 @@ def wait_notifies(key, sources, timeout_ms, what):
     return got
 
 
-__all__ = ["Init", "Finalize", "Is_initialized", "runtime", "barrier", "allreduce_and", "collective",
-           "wait_notifies"]
+__all__ = [
+    "Finalize",
+    "Init",
+    "Is_initialized",
+    "allreduce_and",
+    "barrier",
+    "collective",
+    "runtime",
+    "wait_notifies",
+]

@@ -19,14 +19,14 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import _engine
-from . import ctrl as CTRL
-from ..runtime import process as _rt
 from ..buffers.datatypes import as_buffer, target_blocks
-from .core import pair_blocks
-from ..ground.constants import PROC_NULL
 from ..buffers.device import copy_to_device, is_device, to_host
-from ..ground.errors import DatatypeError, HixlTimeoutError, ParamError, PeerFailure, also
 from ..buffers.ops import NO_OP, REPLACE, as_op, native_atomic
+from ..ground.constants import PROC_NULL
+from ..ground.errors import DatatypeError, HixlTimeoutError, ParamError, PeerFailure, also
+from ..runtime import process as _rt
+from . import ctrl as CTRL
+from .core import pair_blocks
 from .request import Request
 
 CHUNK_BYTES = 64 * 1024
@@ -85,7 +85,7 @@ def _slice_descs(descs, lo, hi):
 class _Acc:
     """One parsed accumulate: target, op, element type and target blocks."""
 
-    __slots__ = ("t", "op", "dtype", "tblk", "tbase", "origin", "result", "count", "device_result")
+    __slots__ = ("count", "device_result", "dtype", "op", "origin", "result", "t", "tbase", "tblk")
 
 
 class Accumulates:

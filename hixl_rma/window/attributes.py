@@ -3,8 +3,8 @@ info hints, its name and its error handler, as mpi4py's ``MPI.Win``."""
 from mpi4py import MPI
 
 from ..ground import constants as C
-from .core import NULL_KEY, info_dict
 from ..ground.errors import ParamError, also
+from .core import NULL_KEY, info_dict
 
 # keyval -> delete_fn (or None) of the user keyvals made by Create_keyval.
 # The keyvals themselves come from MPI, so they never collide with MPI's own.
@@ -45,7 +45,7 @@ class Attributes:
     and the accumulate ordering read them). Its own state: the user
     attributes and the error handler."""
 
-    __slots__ = ("w", "attrs", "errhandler")
+    __slots__ = ("attrs", "errhandler", "w")
 
     def __init__(self, core):
         self.w = core

@@ -12,7 +12,7 @@ class Batches:
     """Put_batch and Get_batch (a part of the window's core; a tagged batch
     notifies through the window's Notifications)."""
 
-    __slots__ = ("w", "notifications")
+    __slots__ = ("notifications", "w")
 
     def __init__(self, core, notifications):
         self.w = core

@@ -16,18 +16,17 @@ import numpy as np
 from mpi4py import MPI
 
 from .. import _engine
-from ..ground import constants as C
-from . import ctrl as CTRL
-from ..ground import priority as _priority
-from ..runtime import process as _rt
-from . import shared
-from . import meta as winmeta
 from ..buffers.datatypes import as_buffer, clip_blocks, target_blocks
-from ..runtime.comm import as_communicator
 from ..buffers.device import is_device, with_cai
+from ..ground import constants as C
+from ..ground import priority as _priority
+from ..ground.errors import PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError, UnsupportedError, also
+from ..runtime import process as _rt
+from ..runtime.comm import as_communicator
+from . import ctrl as CTRL
+from . import meta as winmeta
+from . import shared
 from .dynamic import Regions
-from ..ground.errors import (PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError,
-                     UnsupportedError, also)
 from .request import Request
 
 _READ, _WRITE = _engine.READ, _engine.WRITE
@@ -40,8 +39,22 @@ class WindowCore(_engine.WindowState):
     extension type's (WindowState); what only the Python layer reads is
     here."""
 
-    __slots__ = ("rt", "comm", "flavor", "disp_unit", "info", "memory", "handle", "regions", "segment", "device",
-                 "ctrl_handle", "ctrl", "ctrl64", "__weakref__")
+    __slots__ = (
+        "__weakref__",
+        "comm",
+        "ctrl",
+        "ctrl64",
+        "ctrl_handle",
+        "device",
+        "disp_unit",
+        "flavor",
+        "handle",
+        "info",
+        "memory",
+        "regions",
+        "rt",
+        "segment",
+    )
 
     def __init__(self):
         # A null window until create() fills it in.

@@ -12,10 +12,10 @@ withdrawn meanwhile.
 import numpy as np
 
 from .. import _engine
-from . import ctrl as CTRL
-from ..runtime import process as _rt
 from ..buffers.datatypes import as_buffer
 from ..ground.errors import BoundsError, HixlError, ParamError
+from ..runtime import process as _rt
+from . import ctrl as CTRL
 
 _READ = _engine.READ
 _HEADER = CTRL.DYN_TABLE_ADDR + 8 - CTRL.DYN_SEQ  # seq, count, table address

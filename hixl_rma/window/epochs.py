@@ -12,9 +12,9 @@ completion are engine notifies and a barrier.
 from .. import _engine
 from ..ground import config
 from ..ground import constants as C
-from . import ctrl as CTRL
-from ..runtime import process as _rt
 from ..ground.errors import EpochError, HixlError, HixlTimeoutError, ParamError, PeerFailure
+from ..runtime import process as _rt
+from . import ctrl as CTRL
 
 LOCK_EXCL = 1 << 62
 _OWNER_SHIFT, _OWNER_MASK = 32, (1 << 30) - 1  # an exclusive holder's window rank + 1, beside the count
@@ -34,7 +34,7 @@ class Sync:
     What is its own: the exposure epoch (target side) and Fence's barrier
     kind, which are not the hot path's business."""
 
-    __slots__ = ("w", "exposure", "fence_mode")
+    __slots__ = ("exposure", "fence_mode", "w")
 
     def __init__(self, core):
         self.w = core

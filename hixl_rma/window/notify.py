@@ -34,10 +34,10 @@ import numpy as np
 
 from .. import _engine
 from ..ground import config as _config
-from . import ctrl as CTRL
-from ..runtime import process as _rt
 from ..ground.constants import PROC_NULL
 from ..ground.errors import HixlError, HixlTimeoutError, ParamError
+from ..runtime import process as _rt
+from . import ctrl as CTRL
 
 DEFAULT_NOTIFY_LIMIT = 1024
 DEFAULT_HOLD_US = 1000  # the longest a held notification waits for its batch (info notify_hold_us)
@@ -58,7 +58,7 @@ class Notifications:
     notifications this rank sent there, what the target had consumed of
     them when last read, and the tags held for a batch."""
 
-    __slots__ = ("w", "credit", "_world_to_rank", "lock", "since", "__weakref__")
+    __slots__ = ("__weakref__", "_world_to_rank", "credit", "lock", "since", "w")
 
     def __init__(self, core):
         self.w = core

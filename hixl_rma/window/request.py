@@ -20,7 +20,7 @@ class Request:
     data. ``keep`` holds the origin/result buffers until then.
     """
 
-    __slots__ = ("_wait", "_test", "_keep", "_done", "_after")
+    __slots__ = ("_after", "_done", "_keep", "_test", "_wait")
 
     def __init__(self, wait, test=None, keep=None, after=None):
         self._wait = wait

@@ -15,8 +15,8 @@ waits for another in vain.
 import numpy as np
 
 from .. import _engine
-from ..runtime import process as _rt
 from ..ground.errors import HixlError
+from ..runtime import process as _rt
 
 _FAILED = -1
 

@@ -23,6 +23,7 @@ SIZES = [1, 8, 4096, 1 << 20, 16 << 20, 256 << 20]
 @pytest.fixture(scope="module")
 def comm():
     from mpi4py import MPI
+
     import hixl_rma
     hixl_rma.Init()
     return MPI.COMM_WORLD

@@ -1,7 +1,7 @@
 """What every case shares: RMARaceBench's setup (a window of 10 ints per
 rank, zeroed, an origin value and a result), in Python."""
-from mpi4py import MPI
 import numpy as np
+from mpi4py import MPI
 
 comm = MPI.COMM_WORLD
 rank = comm.Get_rank()

@@ -9,6 +9,7 @@ from _rrb import MPI, comm, done, ints, need, np, rank, window  # noqa: F401
 need(2)
 import threading
 import time
+
 win, mem = window()
 value = ints(42)
 if rank == 0:

@@ -11,6 +11,7 @@ win, mem = window()
 value, value2 = ints(1), ints(2)
 
 import time
+
 win2, mem2 = window()
 if rank == 0:
     win.Lock(1, MPI.LOCK_EXCLUSIVE)

@@ -8,9 +8,10 @@ store, comes first: the order in which the detector once missed it.
 """
 # race: yes
 # nprocs: 3
+import time
+
 from _rrb import MPI, comm, done, ints, need, np, rank, window  # noqa: F401
 
-import time
 need(3)
 win = MPI.Win.Allocate(4 if rank == 0 else 0, 4, comm=comm)
 if rank == 0:

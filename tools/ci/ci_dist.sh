@@ -149,6 +149,8 @@ case $cmd in
     in_venv "$name" "${launcher[@]}" -n 2 python kv_cache_transfer.py --compare mpi 2>&1 | tee "$log" || rc=$?
     [ "$rc" -eq 0 ] || die "the demo exited $rc"
     [ "$(grep -c "verification: PASSED" "$log")" -eq 2 ] || die "the demo did not report two verified runs"
+    # a good run prints no error line (Open MPI's osc/ucx one: docs/guide/failures.md)
+    ! grep -n "Error" "$log" || die "the demo printed an error line on a good run"
     ;;
   core)
     name=$1 n=$2; shift 2

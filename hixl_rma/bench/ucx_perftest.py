@@ -34,7 +34,7 @@ def find() -> str | None:
         return override if os.access(override, os.X_OK) else None
     candidates = []
     try:
-        from .. import _build_config as cfg
+        from hixl_rma import _build_config as cfg
 
         if getattr(cfg, "UCX_SOURCE", "wheel") == "system" and cfg.UCX_HOME:
             candidates.append(os.path.join(cfg.UCX_HOME, "bin", "ucx_perftest"))

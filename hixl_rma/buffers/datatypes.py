@@ -18,7 +18,8 @@ import numpy as np
 from mpi4py import MPI
 from mpi4py.util import dtlib
 
-from ..ground.errors import BoundsError, DatatypeError, ParamError, also
+from hixl_rma.ground.errors import BoundsError, DatatypeError, ParamError, also
+
 from .device import is_device, is_device_pointer, with_cai
 from .ops import is_pair
 
@@ -479,7 +480,7 @@ def _dlpack_array(buf):
     read-only flag); the element type is read from the capsule. numpy's own
     ``from_dlpack`` is not used: it marks arrays of unversioned capsules
     read-only and consumes the capsule by its own rules."""
-    from .._engine import dlpack_dtype
+    from hixl_rma._engine import dlpack_dtype
     try:
         capsule = buf.__dlpack__()
     except TypeError:

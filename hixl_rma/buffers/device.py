@@ -11,7 +11,7 @@ windows as MEM_DEVICE; UCX moves them (cuda_ipc / cuda_copy).
 import ctypes
 import os
 
-from ..ground.errors import ParamError, UnsupportedError
+from hixl_rma.ground.errors import ParamError, UnsupportedError
 
 _DLPACK_CUDA = (2, 13)  # kDLCUDA, kDLCUDAManaged
 _CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2

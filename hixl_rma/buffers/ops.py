@@ -3,7 +3,7 @@ which dtypes each is defined for, and which map to native 64-bit atomics."""
 import numpy as np
 from mpi4py import MPI
 
-from ..ground.errors import DatatypeError, ParamError, UnsupportedError
+from hixl_rma.ground.errors import DatatypeError, ParamError, UnsupportedError
 
 
 def _logical(fn):

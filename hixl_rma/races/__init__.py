@@ -14,7 +14,8 @@ once; the job then exits non-zero unless told to keep going.
 import os
 import sys
 
-from ..runtime import hooks
+from hixl_rma.runtime import hooks
+
 from . import state
 from .settings import race_json, race_keep
 

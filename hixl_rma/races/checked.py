@@ -13,9 +13,10 @@ import threading
 import numpy as np
 from mpi4py import MPI
 
-from .. import Request  # the face's
-from ..buffers.datatypes import as_buffer, target_blocks, typemap
-from ..ground import constants as C
+from hixl_rma import Request  # the face's
+from hixl_rma.buffers.datatypes import as_buffer, target_blocks, typemap
+from hixl_rma.ground import constants as C
+
 from ._ext import record as _crecord
 from .clockwin import ClockWindow
 from .detector import LocalUse, WinInfo, _sum, site, site_of

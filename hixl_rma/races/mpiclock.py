@@ -521,7 +521,7 @@ def make_class(det):
             return sh
         return wrap(comm).__dict__["_race_shadow"]
 
-    from .. import dropin
+    from hixl_rma import dropin
     dropin.own_list_forms.extend((ClockRequest, ClockPrequest))
     ClockComm.wrap = staticmethod(wrap)
     ClockComm.shadow_of = staticmethod(shadow_of)

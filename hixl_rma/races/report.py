@@ -112,7 +112,8 @@ def failed():
 
 
 def _failed(det):
-    from ..ground import config
+    from hixl_rma.ground import config
+
     from . import lines
     lines.stop()
     det.finished = 0
@@ -216,7 +217,8 @@ def finish():
         return 0
     if det.finished is not None:
         return det.finished
-    from ..ground import config
+    from hixl_rma.ground import config
+
     from . import lines
     lines.stop()
     comm = det.report_comm

@@ -4,7 +4,7 @@
 settings table (one table for the library and its tools); the library
 itself never reads them.
 """
-from ..ground import config
+from hixl_rma.ground import config
 
 NAMES = ("HIXL_RMA_RACE_KEEP", "HIXL_RMA_RACE_JSON", "HIXL_RMA_RACE_PURE")
 

@@ -1,7 +1,8 @@
 """Communicator: an mpi4py intracommunicator whose ranks map to engines."""
 from mpi4py import MPI
 
-from ..ground.errors import ParamError, also
+from hixl_rma.ground.errors import ParamError, also
+
 from . import process as _rt
 
 

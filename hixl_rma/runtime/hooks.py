@@ -27,7 +27,7 @@ import importlib.abc
 import importlib.util
 import sys
 
-from ..ground import config
+from hixl_rma.ground import config
 
 #: tool name in HIXL_RMA_CHECK -> its module, which has ``enable()``
 TOOLS = {"races": "hixl_rma.races"}

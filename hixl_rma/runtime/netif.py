@@ -21,7 +21,7 @@ import os
 import socket
 import struct
 
-from ..ground.errors import ParamError
+from hixl_rma.ground.errors import ParamError
 
 LOOPBACK = "127.0.0.1"
 _DEFAULT_EXCLUDE = ("lo", "docker", "virbr")

@@ -16,9 +16,9 @@ import time
 
 import numpy as np
 
-from .. import _engine
-from ..ground import config, log
-from ..ground.errors import (
+from hixl_rma import _engine
+from hixl_rma.ground import config, log
+from hixl_rma.ground.errors import (
     ALREADY_CONNECTED,
     HixlError,
     HixlTimeoutError,
@@ -28,6 +28,7 @@ from ..ground.errors import (
     ResourceError,
     UnsupportedError,
 )
+
 from . import hooks, netif
 
 _lock = threading.RLock()

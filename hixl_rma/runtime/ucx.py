@@ -47,7 +47,7 @@ def load():
     if _loaded is not None:
         return _loaded
     try:
-        from .. import _build_config as cfg
+        from hixl_rma import _build_config as cfg
     except ImportError:  # a source tree that was never built
         cfg = None
     source = getattr(cfg, "UCX_SOURCE", "wheel")

@@ -18,13 +18,14 @@ import ctypes
 import numpy as np
 from mpi4py import MPI
 
-from .. import _engine
-from ..buffers.datatypes import as_buffer, target_blocks
-from ..buffers.device import copy_to_device, is_device, to_host
-from ..buffers.ops import NO_OP, REPLACE, as_op, native_atomic
-from ..ground.constants import PROC_NULL
-from ..ground.errors import DatatypeError, HixlTimeoutError, ParamError, PeerFailure, also
-from ..runtime import process as _rt
+from hixl_rma import _engine
+from hixl_rma.buffers.datatypes import as_buffer, target_blocks
+from hixl_rma.buffers.device import copy_to_device, is_device, to_host
+from hixl_rma.buffers.ops import NO_OP, REPLACE, as_op, native_atomic
+from hixl_rma.ground.constants import PROC_NULL
+from hixl_rma.ground.errors import DatatypeError, HixlTimeoutError, ParamError, PeerFailure, also
+from hixl_rma.runtime import process as _rt
+
 from . import ctrl as CTRL
 from .core import pair_blocks
 from .request import Request

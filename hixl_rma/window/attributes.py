@@ -2,8 +2,9 @@
 info hints, its name and its error handler, as mpi4py's ``MPI.Win``."""
 from mpi4py import MPI
 
-from ..ground import constants as C
-from ..ground.errors import ParamError, also
+from hixl_rma.ground import constants as C
+from hixl_rma.ground.errors import ParamError, also
+
 from .core import NULL_KEY, info_dict
 
 # keyval -> delete_fn (or None) of the user keyvals made by Create_keyval.

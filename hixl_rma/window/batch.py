@@ -2,10 +2,10 @@
 one engine batch, bounds-checked as a whole before any byte moves."""
 import numpy as np
 
-from .. import _engine
-from ..buffers.datatypes import as_buffer
-from ..ground.constants import WIN_FLAVOR_DYNAMIC as _FLAVOR_DYNAMIC
-from ..ground.errors import BoundsError, ParamError
+from hixl_rma import _engine
+from hixl_rma.buffers.datatypes import as_buffer
+from hixl_rma.ground.constants import WIN_FLAVOR_DYNAMIC as _FLAVOR_DYNAMIC
+from hixl_rma.ground.errors import BoundsError, ParamError
 
 
 class Batches:

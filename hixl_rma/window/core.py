@@ -15,14 +15,23 @@ import operator
 import numpy as np
 from mpi4py import MPI
 
-from .. import _engine
-from ..buffers.datatypes import as_buffer, clip_blocks, target_blocks
-from ..buffers.device import is_device, with_cai
-from ..ground import constants as C
-from ..ground import priority as _priority
-from ..ground.errors import PARAM_INVALID, AccessError, BoundsError, HixlError, ParamError, UnsupportedError, also
-from ..runtime import process as _rt
-from ..runtime.comm import as_communicator
+from hixl_rma import _engine
+from hixl_rma.buffers.datatypes import as_buffer, clip_blocks, target_blocks
+from hixl_rma.buffers.device import is_device, with_cai
+from hixl_rma.ground import constants as C
+from hixl_rma.ground import priority as _priority
+from hixl_rma.ground.errors import (
+    PARAM_INVALID,
+    AccessError,
+    BoundsError,
+    HixlError,
+    ParamError,
+    UnsupportedError,
+    also,
+)
+from hixl_rma.runtime import process as _rt
+from hixl_rma.runtime.comm import as_communicator
+
 from . import ctrl as CTRL
 from . import meta as winmeta
 from . import shared

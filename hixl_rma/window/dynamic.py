@@ -11,10 +11,11 @@ withdrawn meanwhile.
 """
 import numpy as np
 
-from .. import _engine
-from ..buffers.datatypes import as_buffer
-from ..ground.errors import BoundsError, HixlError, ParamError
-from ..runtime import process as _rt
+from hixl_rma import _engine
+from hixl_rma.buffers.datatypes import as_buffer
+from hixl_rma.ground.errors import BoundsError, HixlError, ParamError
+from hixl_rma.runtime import process as _rt
+
 from . import ctrl as CTRL
 
 _READ = _engine.READ

@@ -9,11 +9,12 @@ of a rank known dead. PSCW and fence
 completion are engine notifies and a barrier.
 """
 
-from .. import _engine
-from ..ground import config
-from ..ground import constants as C
-from ..ground.errors import EpochError, HixlError, HixlTimeoutError, ParamError, PeerFailure
-from ..runtime import process as _rt
+from hixl_rma import _engine
+from hixl_rma.ground import config
+from hixl_rma.ground import constants as C
+from hixl_rma.ground.errors import EpochError, HixlError, HixlTimeoutError, ParamError, PeerFailure
+from hixl_rma.runtime import process as _rt
+
 from . import ctrl as CTRL
 
 LOCK_EXCL = 1 << 62

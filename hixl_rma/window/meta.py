@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ground import errors as _errors
+from hixl_rma.ground import errors as _errors
 
 VERSION = 2  # 2: acc_locked
 RECORD_BYTES = 512

@@ -32,11 +32,12 @@ import weakref
 
 import numpy as np
 
-from .. import _engine
-from ..ground import config as _config
-from ..ground.constants import PROC_NULL
-from ..ground.errors import HixlError, HixlTimeoutError, ParamError
-from ..runtime import process as _rt
+from hixl_rma import _engine
+from hixl_rma.ground import config as _config
+from hixl_rma.ground.constants import PROC_NULL
+from hixl_rma.ground.errors import HixlError, HixlTimeoutError, ParamError
+from hixl_rma.runtime import process as _rt
+
 from . import ctrl as CTRL
 
 DEFAULT_NOTIFY_LIMIT = 1024

@@ -10,7 +10,7 @@ what mpi4py calls a null request (falsy, skipped by the list forms).
 """
 from mpi4py import MPI
 
-from ..ground.errors import ParamError, UnsupportedError, also
+from hixl_rma.ground.errors import ParamError, UnsupportedError, also
 
 
 class Request:

@@ -14,9 +14,9 @@ waits for another in vain.
 """
 import numpy as np
 
-from .. import _engine
-from ..ground.errors import HixlError
-from ..runtime import process as _rt
+from hixl_rma import _engine
+from hixl_rma.ground.errors import HixlError
+from hixl_rma.runtime import process as _rt
 
 _FAILED = -1
 

@@ -7,7 +7,7 @@ displacement unit, and the window's own checks (which raise the errors a
 call on the window would). Aliases of a window (``Win(win)``) have the
 same view.
 """
-from ..ground.constants import WIN_FLAVOR_DYNAMIC as _DYNAMIC
+from hixl_rma.ground.constants import WIN_FLAVOR_DYNAMIC as _DYNAMIC
 
 
 class WindowView:

@@ -353,7 +353,7 @@ def run_nixl(args, lay, comm, peer, prefill, sums):
             agent.send_notif(remote, b"%d" % i)  # the layer is computed into the exposed cache
             inbox.poll()  # progress: a notification may wait in the queue for it
         else:
-            _wait(lambda: inbox.poll() or i in inbox.layers, f"notification of layer {i}")
+            _wait(lambda i=i: inbox.poll() or i in inbox.layers, f"notification of layer {i}")
             if not get:
                 arrivals.append(time.monotonic() - t0)
                 ok &= checksum(cache, lay.table[i]) == sums[i]
@@ -361,14 +361,14 @@ def run_nixl(args, lay, comm, peer, prefill, sums):
                 h = agent.make_prepped_xfer("READ", mine_d, own[i], theirs_d, slots[i])
                 if agent.transfer(h) == "ERR":
                     raise RuntimeError(f"NIXL READ of layer {i} failed to post")
-                _wait(lambda: _finish(agent, h), f"end of the READ of layer {i}")
+                _wait(lambda h=h: _finish(agent, h), f"end of the READ of layer {i}")
                 h.release()
                 arrivals.append(time.monotonic() - t0)
                 ok &= checksum(pulled[i]) == sums[i]
     if prefill:
         # Put: prefill's part is done once its last write completed.
         for p in pending:
-            _wait(lambda: _finish(agent, p), "end of a WRITE")
+            _wait(lambda p=p: _finish(agent, p), "end of a WRITE")
             p.release()
     cpu = clock.share()
     _barrier(comm, inbox)

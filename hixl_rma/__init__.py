@@ -54,7 +54,7 @@ _EXPORTS = {
             "REPLACE", "SUM", "Op"),
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-__all__ = sorted(_WHERE) + ["UCX_VERSION", "UCX_ORIGIN", "__version__"]
+__all__ = [*sorted(_WHERE), "UCX_VERSION", "UCX_ORIGIN", "__version__"]
 
 
 def _attach_tools():

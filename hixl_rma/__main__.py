@@ -67,7 +67,7 @@ def parse(argv):
     if i < len(argv) and argv[i] == "-m":
         if i + 1 >= len(argv):
             ap.error("argument -m: expected one argument (the module to run)")
-        opts = ap.parse_args(head + ["-m", argv[i + 1]])
+        opts = ap.parse_args([*head, "-m", argv[i + 1]])
         prog = argv[i + 1:]
     else:
         opts = ap.parse_args(head + argv[i:i + 1])

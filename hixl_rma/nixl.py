@@ -60,7 +60,7 @@ def installed():
         spec = importlib.util.find_spec(pkg)
         if spec is None or not spec.submodule_search_locations:
             continue
-        site = pathlib.Path(os.path.abspath(list(spec.submodule_search_locations)[0])).parent
+        site = pathlib.Path(os.path.abspath(next(iter(spec.submodule_search_locations)))).parent
         libs = site / f".{pkg}.mesonpy.libs"
         try:
             version = importlib.metadata.version(pkg.replace("_", "-"))

@@ -61,7 +61,7 @@ def test_engine_units(tmp_path):
                                    timeout=500)
     with concurrent.futures.ThreadPoolExecutor(max(1, len(os.sched_getaffinity(0)))) as pool:
         built = list(pool.map(compile_one, sources))
-    for (obj, r), src in zip(built, sources):
+    for (_obj, r), src in zip(built, sources, strict=True):
         assert r.returncode == 0, f"{src}:\n{r.stderr[-6000:]}"
     exe = tmp_path / "engine_units"
     link = subprocess.run([cxx, *[str(o) for o, _ in built], f"-L{ucx[1]}", "-lucp", "-lucs", "-pthread", "-o",

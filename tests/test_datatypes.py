@@ -381,7 +381,7 @@ def test_derived_origin_too_small_or_before_start(freed):
 
 def test_count_inference_must_divide():
     with pytest.raises(DatatypeError,
-                       match="12 bytes is not a multiple of the extent 8 of MPI.DOUBLE"):
+                       match=r"12 bytes is not a multiple of the extent 8 of MPI\.DOUBLE"):
         as_buffer([bytearray(12), MPI.DOUBLE], writable=False)
 
 
@@ -395,7 +395,7 @@ def test_bad_counts():
         as_buffer([x, ((2,), 0), MPI.DOUBLE], writable=False)
     with pytest.raises(BoundsError, match="origin displacement -1 is negative"):
         as_buffer([x, (2, -1), MPI.DOUBLE], writable=False)
-    with pytest.raises(BoundsError, match="displacement 5 of .* is past the end of the 32-byte"):
+    with pytest.raises(BoundsError, match=r"displacement 5 of .* is past the end of the 32-byte"):
         as_buffer([x, (0, 5), MPI.DOUBLE], writable=False)
     with pytest.raises(BoundsError, match="too small for count 3"):
         as_buffer([x, 3, 2, MPI.DOUBLE], writable=False)
@@ -767,4 +767,4 @@ def test_pair_blocks_moves_byte_i_to_byte_i(oblocks, tblocks):
     descs = pair_blocks(ob, 1000, tb, 50_000)
     assert descs.dtype == np.uint64 and descs.shape[1] == 3
     assert (descs[:, 2] > 0).all()
-    assert _byte_pairs(descs) == list(zip(_stream(ob, 1000), _stream(tb, 50_000)))
+    assert _byte_pairs(descs) == list(zip(_stream(ob, 1000), _stream(tb, 50_000), strict=True))

@@ -90,7 +90,7 @@ def scattered_write(a, b, rng, sizes, gap_max, seed):
     loffs = np.r_[0, np.cumsum(sizes)[:-1]].astype(np.uint64)
     descs = np.stack([src.ctypes.data + loffs, target.ctypes.data + toffs, sizes], axis=1)
     ref = np.zeros(span, dtype=np.uint8)
-    for lo, to, ln in zip(loffs.tolist(), toffs.tolist(), sizes.tolist()):
+    for lo, to, ln in zip(loffs.tolist(), toffs.tolist(), sizes.tolist(), strict=True):
         ref[to:to + ln] = src[lo:lo + ln]
     return target, src, loffs, toffs, descs, ref
 
@@ -141,7 +141,7 @@ def test_scattered_write_then_read(pair, mode, mix, n):
     before = a.stats()
     a.transfer_sync(b.address, READ, descs)
     expect = np.zeros_like(src)
-    for lo, to, ln in zip(loffs.tolist(), toffs.tolist(), sizes.tolist()):
+    for lo, to, ln in zip(loffs.tolist(), toffs.tolist(), sizes.tolist(), strict=True):
         expect[lo:lo + ln] = target[to:to + ln]
     np.testing.assert_array_equal(back, expect)
     check_vectored(mode, before, a.stats(), n)

@@ -85,7 +85,7 @@ def test_window_view_says_what_a_tool_needs():
     assert (view.rank, view.world_ranks, view.flavor) == (0, (MPI.COMM_WORLD.Get_rank(),), MPI.WIN_FLAVOR_ALLOCATE)
     assert isinstance(view.key, str) and view.label() and not view.device and not view.freed
     assert view.check_target(MPI.PROC_NULL, "Put") is False
-    with pytest.raises(ParamError, match="target_rank|rank"):
+    with pytest.raises(ParamError, match=r"target_rank|rank"):
         view.check_target(5, "Put")
     win.Free()
     assert view.freed

@@ -7,6 +7,7 @@ and ``from ... import`` wherever they are, inside functions too, which is
 where today's circles hid.
 """
 import ast
+import itertools
 import pathlib
 
 import pytest
@@ -85,7 +86,7 @@ def _cycle(g):
         stack.append(m)
         for n in g[m]:
             if color.get(n) == 1:
-                return stack[stack.index(n):] + [n]
+                return [*stack[stack.index(n):], n]
             if n not in color:
                 found = visit(n)
                 if found:
@@ -105,7 +106,7 @@ def _cycle(g):
 def test_the_import_graph_has_no_circle():
     g = graph()
     found = _cycle({m: set(e) for m, e in g.items()})
-    where = "" if not found else "\n".join(f"  {a} -> {b} (line {g[a][b]})" for a, b in zip(found, found[1:]))
+    where = "" if not found else "\n".join(f"  {a} -> {b} (line {g[a][b]})" for a, b in itertools.pairwise(found))
     assert found is None, f"import circle (function-level imports count):\n{where}"
 
 

@@ -32,7 +32,7 @@ def test_unsupported_methods_say_why(name):
         assert isinstance(err.value, NotImplementedError)
         assert err.value.Get_error_class() == MPI.ERR_UNSUPPORTED_OPERATION
         with pytest.raises(hixl_rma.UnsupportedError, match="handle"):
-            win.handle
+            _ = win.handle
 
 
 def test_user_attributes_and_delete_callback():
@@ -61,7 +61,7 @@ def test_user_attributes_and_delete_callback():
         other.Free()
     assert deleted[-1] == (key, 3)  # Free deletes the attributes
     assert hixl_rma.Win.Free_keyval(key) == MPI.KEYVAL_INVALID
-    with pytest.raises(hixl_rma.ParamError, match="not made by Win.Create_keyval"):
+    with pytest.raises(hixl_rma.ParamError, match=r"not made by Win\.Create_keyval"):
         hixl_rma.Win.Free_keyval(key)
 
 

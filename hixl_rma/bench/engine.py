@@ -158,7 +158,7 @@ def _calibrate(timed: Callable[[int], float], seconds: float) -> int:
     while True:
         t = timed(n)
         if t >= floor or n >= 10_000_000:
-            return max(1, int(round(n * seconds / max(t, 1e-9))))
+            return max(1, round(n * seconds / max(t, 1e-9)))
         n = n * 4 if t < floor / 16 else max(n + 1, int(n * floor * 1.5 / max(t, 1e-9)))
 
 

@@ -149,7 +149,7 @@ def run(args) -> dict:
                 t0, _src = _bulk_post(bulk, np, total, chunk)
                 t = threading.Thread(target=_bulk_flush, args=(bulk, t0, done))
                 t.start()
-                rtt = [] if mode == "solo" else _pings(lat, np, rank, lambda i: done[0] is not None, gap)
+                rtt = [] if mode == "solo" else _pings(lat, np, rank, lambda i, done=done: done[0] is not None, gap)
                 t.join()
                 if rep:
                     tput[mode].append(total / done[0] / 1e9)
@@ -158,7 +158,7 @@ def run(args) -> dict:
                 if mode in counts:
                     counts[mode].append(len(rtt))
     wait()
-    for _, (bulk, mem) in wins.values():
+    for _, (_bulk, mem) in wins.values():
         if rank == 1:
             ok &= bool(np.all(mem == 7))
     ok = comm.allreduce(ok, op=MPI.LAND)

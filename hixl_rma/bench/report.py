@@ -135,15 +135,16 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]
         return
     widths = [len(h) for h in headers]
     for r in rows:
-        widths = [max(w, len(str(c))) for w, c in zip(widths, r)]
+        widths = [max(w, len(str(c))) for w, c in zip(widths, r, strict=True)]
     line = "  ".join("-" * w for w in widths)
     print(title, file=file)
     print(line, file=file)
-    print("  ".join(h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths))), file=file)
+    print("  ".join(h.ljust(w) if i == 0 else h.rjust(w)
+                    for i, (h, w) in enumerate(zip(headers, widths, strict=True))), file=file)
     print(line, file=file)
     for r in rows:
         print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
-                        for i, (c, w) in enumerate(zip(r, widths))), file=file)
+                        for i, (c, w) in enumerate(zip(r, widths, strict=True))), file=file)
     print(line, file=file)
     for n in notes:
         print(n, file=file)

@@ -227,7 +227,7 @@ def _subarray_disps(info, extent):
     for n in reversed(sizes):
         strides.append(stride)
         stride *= n
-    for sub, start, step in zip(subsizes, starts, reversed(strides)):
+    for sub, start, step in zip(subsizes, starts, reversed(strides), strict=True):
         idx = np.arange(start, start + sub, dtype=np.int64) * step
         disps = np.add.outer(disps, idx).ravel()
     return disps
@@ -261,7 +261,7 @@ def _build_typemap(datatype):
         extent = datatype.Get_extent()[1]
         if kind == "STRUCT":
             parts, bases = [], []
-            for bl, disp, child in zip(info["blocklengths"], info["displacements"], children):
+            for bl, disp, child in zip(info["blocklengths"], info["displacements"], children, strict=True):
                 tm = _child_typemap(child)
                 disps = disp + np.arange(bl, dtype=np.int64) * tm.extent
                 parts.append(_replicate(tm.blocks, disps))
@@ -540,7 +540,7 @@ def _device_span(buf, name):
     strides = cai.get("strides")
     if strides is not None:
         expect = dtype.itemsize
-        for n, s in zip(reversed(shape), reversed(strides)):
+        for n, s in zip(reversed(shape), reversed(strides), strict=True):
             if n > 1 and s != expect:
                 raise ParamError(
                     f"{name} is a non-contiguous device array, which is not supported"
@@ -565,7 +565,7 @@ def _array_layout(arr):
     if arr.size == 0:
         return ptr, 0, _EMPTY
     item = arr.itemsize
-    dims = [(n, s) for n, s in zip(arr.shape, arr.strides) if n != 1]
+    dims = [(n, s) for n, s in zip(arr.shape, arr.strides, strict=True) if n != 1]
     lo = sum((n - 1) * s for n, s in dims if s < 0)
     hi = sum((n - 1) * s for n, s in dims if s > 0) + item
     # Innermost dimensions that continue each other form one block each.
@@ -701,7 +701,7 @@ def as_buffer(spec, *, writable, name="origin", allow_device=False):
     if elementwise:
         address, nbytes, blocks = _array_layout(arr)
         if writable and not dense and any(
-            s == 0 and n > 1 for n, s in zip(arr.shape, arr.strides)
+            s == 0 and n > 1 for n, s in zip(arr.shape, arr.strides, strict=True)
         ):
             raise ParamError(
                 f"{name} has overlapping elements (a zero stride) and cannot receive data"

@@ -83,7 +83,7 @@ def _why(a, b):
                 f"{_thread(x['done_actor'])}, which rank {y['rank']} had not seen when its {y['call']} ran "
                 f"(it knew that thread up to #{y['snap'][x['done_actor']]})")
     if a["rank"] == b["rank"] and a["thread"] != b["thread"]:
-        return "two threads of rank %d, unordered: %s; %s" % (a["rank"], one(a, b), one(b, a))
+        return f"two threads of rank {a['rank']}, unordered: {one(a, b)}; {one(b, a)}"
     return f"{one(a, b)}; and {one(b, a)}"
 
 

@@ -90,7 +90,7 @@ def _merged(a):
     first = np.ones(len(lo), bool)
     first[1:] = lo[1:] > np.maximum.accumulate(hi)[:-1]
     at = np.flatnonzero(first)
-    return tuple(zip(lo[at].tolist(), np.maximum.reduceat(hi, at).tolist()))
+    return tuple(zip(lo[at].tolist(), np.maximum.reduceat(hi, at).tolist(), strict=True))
 
 
 def _addr(arr):
@@ -105,7 +105,7 @@ def _shape(disp_unit, origin, target, receives):
         a = _addr(origin)
         return ((lo, lo + n),) if n else (), origin.dtype.str, a, a + n, origin
     ob = as_buffer(origin, writable=receives, name="origin", allow_device=True)
-    _, tblk, dtype, size = target_blocks(target, ob, disp_unit, "origin" if receives else "target")
+    _, tblk, dtype, _size = target_blocks(target, ob, disp_unit, "origin" if receives else "target")
     if ob.device:
         return _merge(tblk), (dtype.str if dtype is not None else None), 0, 0, None
     if len(ob.blocks):

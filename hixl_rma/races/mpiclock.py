@@ -290,7 +290,8 @@ def make_class(det):
         setattr(_Completes, name, list_form(name))
 
     def _done(requests, indices, statuses):
-        for i, st in zip(indices, statuses):
+        # as many statuses as completions, or the caller's whole list: shorter is fine
+        for i, st in zip(indices, statuses, strict=False):
             if 0 <= i < len(requests) and isinstance(requests[i], _Completes):
                 requests[i]._race_done(st)
 

@@ -197,7 +197,7 @@ class WindowCore(_engine.WindowState):
         eng = self.engine
         regions = self.regions.handles() if self.regions is not None else []
         regions += self.segment.handles() if self.segment is not None else []
-        for h in [self.handle, self.ctrl_handle] + regions:
+        for h in [self.handle, self.ctrl_handle, *regions]:
             if h is not None and h.registered and not eng.finalized:
                 try:
                     eng.deregister_mem(h)

@@ -104,7 +104,8 @@ class Request:
     @classmethod
     def Waitall(cls, requests, statuses=None):
         """Wait for every request of the list."""
-        for r, st in zip(_requests(requests, "Waitall"), _statuses(statuses, requests)):
+        # the caller's statuses may outnumber the requests (MPI: an array of count or more)
+        for r, st in zip(_requests(requests, "Waitall"), _statuses(statuses, requests), strict=False):
             r.Wait(st)
         return True
 
@@ -112,7 +113,7 @@ class Request:
     def Testall(cls, requests, statuses=None):
         """True when every request completed."""
         reqs = _requests(requests, "Testall")
-        return all([r.Test(st) for r, st in zip(reqs, _statuses(statuses, reqs))])
+        return all([r.Test(st) for r, st in zip(reqs, _statuses(statuses, reqs), strict=False)])
 
     @classmethod
     def Waitany(cls, requests, status=None):
@@ -171,7 +172,7 @@ class Request:
     def Get_status_all(cls, requests, statuses=None):
         """True when every request completed (without freeing any)."""
         reqs = _requests(requests, "Get_status_all")
-        return all([r.Get_status(st) for r, st in zip(reqs, _statuses(statuses, reqs))])
+        return all([r.Get_status(st) for r, st in zip(reqs, _statuses(statuses, reqs), strict=False)])
 
     @classmethod
     def Get_status_any(cls, requests, status=None):

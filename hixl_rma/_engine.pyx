@@ -84,7 +84,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     cdef struct Stats:
         uint64_t bytes_written, bytes_read, transfer_ops, direct_ops, atomic_ops
         uint64_t notifies_sent, notifies_received, table_refreshes, regions, endpoints, accepted
-        uint64_t vectored_ops, vectored_calls
+        uint64_t vectored_ops, vectored_calls, peer_lookups
     cdef struct PeerStats:
         uint64_t bytes_written, bytes_read, ops, answers_held, detached
         uint32_t bulk_lane
@@ -993,7 +993,7 @@ cdef class Engine:
                     direct_ops=s.direct_ops, atomic_ops=s.atomic_ops, notifies_sent=s.notifies_sent,
                     notifies_received=s.notifies_received, table_refreshes=s.table_refreshes,
                     regions=s.regions, endpoints=s.endpoints, accepted=s.accepted,
-                    vectored_ops=s.vectored_ops, vectored_calls=s.vectored_calls)
+                    vectored_ops=s.vectored_ops, vectored_calls=s.vectored_calls, peer_lookups=s.peer_lookups)
 
     def telemetry(self):
         """The engine's telemetry (option Telemetry) as a dict: ``enabled``, ``total`` and ``peers``
@@ -1122,7 +1122,17 @@ cdef int _descs(object descs, vector[TransferOpDesc] &v) except -1:
     with nogil:
         FillDescs(v, &a[0, 0] if a.shape[0] else NULL, a.shape[0])
     return 0
-include "_fastpath.pxi"
+# A window's state, in parts by MPI chapter, composed by WindowState (state.pxi).
+include "_window_state/base.pxi"
+include "_window_state/buffers.pxi"
+include "_window_state/table.pxi"
+include "_window_state/epochs.pxi"
+include "_window_state/locks.pxi"
+include "_window_state/accumulate.pxi"
+include "_window_state/notify.pxi"
+include "_window_state/fence.pxi"
+include "_window_state/state.pxi"
+include "_window_state/posts.pxi"
 include "_winbase.pxi"
 
 

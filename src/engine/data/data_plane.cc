@@ -35,6 +35,7 @@ void DataPlane::Start() {
 }
 
 Status DataPlane::LookupPeer(const std::string &remote, PeerPtr &peer) {
+  peer_lookups_.fetch_add(1, std::memory_order_relaxed);
   if (!control_.started()) return Fail(FAILED, "engine is not initialized");
   peer = control_.Find(remote);
   if (!peer) return Fail(NOT_CONNECTED, "not connected to " + remote);
@@ -596,6 +597,7 @@ void DataPlane::AddStats(ext::Stats &s) const {
   s.transfer_ops = transfer_ops_;
   s.atomic_ops = atomic_ops_;
   s.notifies_sent = notifies_sent_;
+  s.peer_lookups = peer_lookups_;
   for (const Path *p : paths_) p->AddStats(s);
 }
 

@@ -99,7 +99,8 @@ class DataPlane {
   Status PostNotifyPeer(const PeerPtr &peer, const NotifyDesc &notify, int32_t timeout_ms, bool &queued,
                         ext::Priority priority = ext::Priority::NORMAL);
   Status GetPeerStats(const std::string &remote, ext::PeerStats &stats);
-  /** @brief Fill in the counters this plane keeps (bytes, blocks, atomics, notifies sent, vectored calls). */
+  /** @brief Fill in the counters this plane keeps (bytes, blocks, atomics, notifies sent, vectored calls,
+   *         peers looked up by name). */
   void AddStats(ext::Stats &s) const;
   /** @brief Free the TransferAsync requests nobody asked about again (at Finalize). */
   void DropAsyncTransfers();
@@ -148,6 +149,7 @@ class DataPlane {
   std::set<void *> async_;  ///< TransferAsync requests not yet reported finished
 
   std::atomic<uint64_t> bytes_written_{0}, bytes_read_{0}, transfer_ops_{0}, atomic_ops_{0}, notifies_sent_{0};
+  std::atomic<uint64_t> peer_lookups_{0};  ///< LookupPeer calls: what a caller holding a PeerRef saves
 };
 
 }  // namespace engine

@@ -116,7 +116,8 @@ struct Stats {
   uint64_t accepted;         ///< incoming authenticated connections now
   uint64_t vectored_ops;     ///< blocks moved by the engine's own process_vm_writev/readv
   uint64_t vectored_calls;   ///< process_vm_writev/readv calls that moved them
-  uint8_t reserved[48];
+  uint64_t peer_lookups;     ///< data calls that named their peer by address (each resolves the name)
+  uint8_t reserved[40];
 };
 
 /** @brief Per-peer counters. */

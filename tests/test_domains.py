@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 import hixl_rma
-from support import procutil
-import test_security as sec
 from hixl_rma import READ, WRITE
 from hixl_rma.ground import config
 from hixl_rma.ground.errors import HixlError, NotConnectedError, ParamError
+
+import test_security as sec
+from support import procutil
 
 pytestmark = pytest.mark.timeout(120)
 

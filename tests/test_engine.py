@@ -880,7 +880,7 @@ def test_a_flush_beside_another_threads_flush_still_completes_its_own_transfers(
         try:
             while not stop.is_set():
                 a.flush(b.address, 10000)
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:  # reported below
             errors.append(exc)
 
     t = threading.Thread(target=flusher)

@@ -172,7 +172,7 @@ SCRIPT = textwrap.dedent(r'''
         raise SystemExit(f"unknown scenario {scenario}")
 
     attempt("Free", win.Free)
-    out("freed", str(win._w.freed), "0")
+    out("freed", str(win._core.freed), "0")
     out("regions", "OK" if st.engine.stats()["regions"] == regions0 else
         f"BAD:{st.engine.stats()['regions']}!={regions0}", "0")
     attempt("Free_again", win.Free)
@@ -569,8 +569,10 @@ def test_strangers_against_a_rank_at_its_descriptor_limit(tmp_path, tls, fill):
     is 1024 (or whose descriptors are all but used up): no core spins, the
     connected peer keeps being served, and (with descriptors left) a new peer
     still gets in within its timeout."""
-    import numpy as np
     import socket
+
+    import numpy as np
+
     import hixl_rma
 
     script = tmp_path / "lifecycle.py"

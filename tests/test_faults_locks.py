@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 from support import procutil
-from test_faults import TIMEOUT_MS, WRAPPER, _env, _results, needs_hydra, MPIEXEC
+from test_faults import MPIEXEC, TIMEOUT_MS, WRAPPER, _env, _results, needs_hydra
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -45,7 +45,7 @@ SCRIPT = textwrap.dedent(r'''
         os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(0.3)
     attempt("Unlock_all", win.Unlock_all)
-    out("epoch_closed", str(not win._w.lock_all), "0")
+    out("epoch_closed", str(not win._core.lock_all), "0")
     other = 1 - rank
 
     def exclusive():
@@ -59,7 +59,7 @@ SCRIPT = textwrap.dedent(r'''
     attempt("Lock_exclusive", exclusive)
     out("data", "OK" if buf[4] == 20 + other else f"BAD:{buf.tolist()}", "0")
     attempt("Free", win.Free)
-    out("freed", str(win._w.freed), "0")
+    out("freed", str(win._core.freed), "0")
     attempt("Finalize", hixl_rma.Finalize)
     print("DONE", rank, file=log, flush=True)
     os._exit(0)  # MPICH's MPI_Finalize would wait for the dead rank forever

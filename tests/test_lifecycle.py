@@ -17,11 +17,12 @@ import time
 
 import numpy as np
 import pytest
-from test_security import fields  # the control protocol's length-prefixed fields
 
 import hixl_rma
 from hixl_rma import WRITE
 from hixl_rma.ground.errors import HixlError, ParamError, UnsupportedError
+
+from test_security import fields  # the control protocol's length-prefixed fields
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -661,6 +661,7 @@ def test_a_block_s_place_answers_as_the_walk_from_the_root():
 def test_uses_find_the_overlapping_buffers_in_any_order():
     rec = pytest.importorskip("hixl_rma.races._record")
     import random
+
     from hixl_rma.races.detector import LocalUse
 
     def use(lo, hi):
@@ -736,6 +737,7 @@ def test_c_record_is_the_one_used_when_built(tmp_path):
 def test_c_checksum_is_detector_checksum():
     rec = pytest.importorskip("hixl_rma.races._record")
     import numpy as np
+
     from hixl_rma.races.detector import checksum
     rng = np.random.default_rng(1)
     for obj in (np.zeros(0, np.uint8), np.arange(8, dtype=np.uint8), rng.random(32), rng.random(33),

@@ -12,7 +12,6 @@ import time
 import pytest
 
 from support import procutil
-
 from test_races import _run
 
 pytestmark = pytest.mark.timeout(300)

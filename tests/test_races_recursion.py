@@ -11,6 +11,7 @@ Single-process tests: the programs run under an mpiexec these tests start.
 import json
 
 import pytest
+
 from test_races import _line, _run
 
 pytestmark = pytest.mark.timeout(300)

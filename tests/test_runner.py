@@ -226,6 +226,7 @@ def test_a_source_tree_without_the_engine_says_so(tmp_path):
     """A checkout first on sys.path shadows the installed package: the
     import names that cause and the fix, not a bare "cannot import _engine"."""
     import shutil
+
     import hixl_rma
     src = os.path.dirname(hixl_rma.__file__)
     shutil.copytree(src, tmp_path / "hixl_rma", ignore=shutil.ignore_patterns("*.so", "__pycache__"))

@@ -79,7 +79,7 @@ import statistics
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Optional
+from collections.abc import Callable
 
 from . import report as rp
 from . import ucx_perftest as pt
@@ -135,7 +135,7 @@ class _StderrCapture:
                        r"osc_ucx_component|OSC UCX component|accelerated btl|active-message BTL|"
                        r"^\s*$")
 
-    def __init__(self, enabled: bool, sink: List[str]):
+    def __init__(self, enabled: bool, sink: list[str]):
         self.enabled, self.sink = enabled, sink
 
     def __enter__(self):
@@ -152,7 +152,7 @@ class _StderrCapture:
             return False
         try:
             sys.stderr.flush()
-        except Exception:  # noqa: BLE001
+        except Exception:  # whatever the flush met, stderr's descriptor is put back below
             pass
         os.dup2(self.saved, 2)
         os.close(self.saved)
@@ -216,7 +216,7 @@ def _mpi_identity(MPI) -> dict:
     return {"key": key, "label": label, "library_version": ver}
 
 
-def _mapped_ucx_modules() -> List[str]:
+def _mapped_ucx_modules() -> list[str]:
     try:
         with open("/proc/self/maps") as f:
             return sorted({ln.split()[-1] for ln in f if "/ucx/libuct_" in ln})
@@ -234,7 +234,7 @@ class _Impl:
         self.barrier = barrier
         self.LOCK_EXCLUSIVE, self.MODE_NOSUCCEED, self.SUM = consts
         self.capture = capture or (lambda: _StderrCapture(False, []))
-        self.osc_by_flavor: Dict[str, str] = {}  # what Open MPI said it selected, per window flavor
+        self.osc_by_flavor: dict[str, str] = {}  # what Open MPI said it selected, per window flavor
 
     def window(self, flavor, nbytes, comm, disp_unit=1, dtype="uint8"):
         """(window, numpy view of the local window memory); the memory is touched."""
@@ -268,7 +268,7 @@ class _Bench:
         self.quick = bool(args.quick)
         self.reps = args.reps if args.reps is not None else (3 if self.quick else 5)
         self.seconds = args.seconds if args.seconds is not None else (0.003 if self.quick else 0.1)
-        self.figures: List[dict] = []
+        self.figures: list[dict] = []
         self.advance = lambda label: None
         self._last = time.monotonic()
         self.timeout_ms = hixl.runtime.runtime().timeout_ms
@@ -298,8 +298,8 @@ class _Bench:
             grow = floor * 1.5 / max(el, 1e-9)
             n = min(max_n, max(n * 2, int(n * min(grow, 100))))
 
-    def measure(self, kernels: Dict[str, Callable[[int], tuple]], after_rep: Optional[Callable[[int], None]] = None,
-                fixed_iters: Optional[int] = None):
+    def measure(self, kernels: dict[str, Callable[[int], tuple]], after_rep: Callable[[int], None] | None = None,
+                fixed_iters: int | None = None):
         """Calibrate, warm up, then ``reps`` repetitions interleaved across
         implementations. Each kernel(n) runs collectively and returns
         (elapsed seconds, figure) on rank 0, (None, None) elsewhere."""
@@ -548,7 +548,7 @@ class _Perftest:
         self.exe = pt.find() if enabled and B.rank == 0 else None
         self.enabled = enabled
         self.error = None if (self.exe or not enabled or B.rank != 0) else "ucx_perftest not found"
-        self.runs: List[dict] = []
+        self.runs: list[dict] = []
         self.version = None
         if self.exe:
             self.version = pt.version(self.exe)
@@ -960,7 +960,7 @@ def run(args) -> dict:
     # captured around MPI window creation, with Open MPI's standing complaint
     # about osc/ucx.
     ompi = any(k.startswith("OMPI_COMM_WORLD") or k == "OMPI_VERSION" for k in os.environ)
-    osc_lines: List[str] = []
+    osc_lines: list[str] = []
 
     def capture():
         return _StderrCapture(ompi, osc_lines)
@@ -1018,7 +1018,7 @@ def run(args) -> dict:
         info["ucx_perftest"] = {"path": perf.exe, "version": perf.version, "error": perf.error}
 
     bufs = (np.ones(MAX_SIZE, np.uint8), np.ones(MAX_SIZE, np.uint8))
-    verified: Dict[str, Optional[bool]] = {}
+    verified: dict[str, bool | None] = {}
     steps = {
         "W1": lambda: _w1(B, impls, bufs, perf, flavors, sizes),
         "W2": lambda: _w2(B, impls, perf, flavors),
@@ -1119,7 +1119,7 @@ def _peers_of(fig, kinds, impls_info):
             if s and s.get("median") is not None and impls_info.get(k, {}).get("kind") in kinds]
 
 
-def compute_targets(result: dict) -> List[dict]:
+def compute_targets(result: dict) -> list[dict]:
     """The issue's targets, judged on the medians (pass None: not measured)."""
     figs = {f["id"]: f for f in result["figures"]}
     info = result["impls"]

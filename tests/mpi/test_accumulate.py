@@ -9,8 +9,8 @@ import pytest
 from mpi4py import MPI
 
 import hixl_rma
-from hixl_rma import runtime as _rt
 from hixl_rma import DatatypeError, ParamError, Win
+from hixl_rma import runtime as _rt
 
 from support.mpiutil import barrier, pattern
 
@@ -186,9 +186,9 @@ def test_every_path_of_an_accumulate_is_atomic_with_the_others(comm, rank, size,
     they all take the target's accumulate lock (acc_locked), without its CPU."""
     win, mem = _window(flavor, 2, np.int64, comm)
     if flavor == "create" and _rt.runtime().same_node(range(size)):
-        assert win._w.targets[0].acc_locked
+        assert win._core.targets[0].acc_locked
     elif flavor == "allocate":
-        assert not win._w.targets[0].acc_locked
+        assert not win._core.targets[0].acc_locked
     one, two, res, cur = np.ones(1, np.int64), np.ones(2, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)
     win.Lock_all()
     for i in range(K // 4):

@@ -10,6 +10,7 @@ from mpi4py import MPI
 
 import hixl_rma
 from hixl_rma import BoundsError, DatatypeError, ParamError, Win
+
 from support.mpiutil import barrier, pattern
 
 pytestmark = [pytest.mark.mpi(min_size=1), pytest.mark.timeout(120)]

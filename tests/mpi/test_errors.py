@@ -7,8 +7,8 @@ import pytest
 from mpi4py import MPI
 
 import hixl_rma
-from hixl_rma.ground.errors import kind
 from hixl_rma import BoundsError, DatatypeError, EpochError, ParamError, Win
+from hixl_rma.ground.errors import kind
 
 from support.mpiutil import barrier, pattern
 

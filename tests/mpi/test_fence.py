@@ -11,8 +11,7 @@ import pytest
 from mpi4py import MPI
 
 import hixl_rma
-from hixl_rma import HixlTimeoutError, ParamError, Win
-from hixl_rma import _engine
+from hixl_rma import HixlTimeoutError, ParamError, Win, _engine
 from hixl_rma import runtime as _rt
 
 from support.mpiutil import barrier, one_node, pattern

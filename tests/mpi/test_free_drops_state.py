@@ -16,6 +16,7 @@ from mpi4py import MPI
 from hixl_rma import Win
 from hixl_rma import hixl_api as H
 from hixl_rma import runtime as _rt
+
 from support.mpiutil import barrier
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(300, method="thread")]
@@ -97,7 +98,7 @@ def test_late_notify_for_freed_window_is_dropped(comm, ring):
     barrier(comm)
     start = len(st.notify_queues)
     gone = Win.Allocate(64, 1, None, comm)
-    key = gone._w.key
+    key = gone._core.key
     gone.Free()
     live = Win.Allocate(64, 1, None, comm)
     right = _world(comm, ring.right)
@@ -132,7 +133,7 @@ def test_notify_before_window_is_made_here_is_kept(comm, ring):
     barrier(comm)
     early = Win.Allocate(64, 1, None, comm)
     try:
-        assert early._w.key == key
+        assert early._core.key == key
         assert early.Wait_notify(42, ring.left, timeout=30) == (ring.left, 42)
     finally:
         early.Free()

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import hixl_rma
-from hixl_rma.ground.errors import kind
 import hixl_rma as hixl
 from hixl_rma import AccessError, BoundsError, ParamError
+from hixl_rma.ground.errors import kind
 
 from support.mpiutil import barrier, pattern
 

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from hixl_rma import LOCK_EXCLUSIVE, PeerFailure, Win
-from hixl_rma.window import ctrl as CTRL
 from hixl_rma import runtime as _rt
-from hixl_rma.window.epochs import LOCK_EXCL
+from hixl_rma.window import ctrl as CTRL
+from hixl_rma._engine import lock_word_exclusive
 
 from support.mpiutil import barrier
 
@@ -64,7 +64,7 @@ def test_a_refused_connection_is_not_a_death_and_breaks_no_lock(comm, rank):
         st.connect(HOLDER)   # the next call connects again
     barrier(comm)
     if rank == TARGET:
-        word = int(win._w.ctrl64[CTRL.LOCK // 8])
+        word = int(win._core.ctrl64[CTRL.LOCK // 8])
     barrier(comm)
     win.Free()
     if rank == WAITER:
@@ -86,12 +86,12 @@ def test_a_release_takes_only_its_own_bits(comm, rank):
     if rank == WAITER:
         # What a rank that (wrongly) believed the holder dead would do:
         # break its hold, then take the lock itself.
-        t = win._w.targets[TARGET]
-        eng = win._w.engine
-        holder = LOCK_EXCL | (HOLDER + 1) << 32
-        assert win._w.ctrl_atomic(t, eng.atomic_cas, holder, 0) == holder
-        mine = LOCK_EXCL | (WAITER + 1) << 32
-        assert win._w.ctrl_atomic(t, eng.atomic_cas, 0, mine) == 0
+        t = win._core.targets[TARGET]
+        eng = win._core.engine
+        holder = lock_word_exclusive(HOLDER)
+        assert win._core.ctrl_atomic(t, eng.atomic_cas, holder, 0) == holder
+        mine = lock_word_exclusive(WAITER)
+        assert win._core.ctrl_atomic(t, eng.atomic_cas, 0, mine) == 0
     barrier(comm)
     if rank == HOLDER:
         with pytest.raises(PeerFailure, match="was not this rank's any more") as err:
@@ -99,14 +99,14 @@ def test_a_release_takes_only_its_own_bits(comm, rank):
         error = str(err.value)
     barrier(comm)
     if rank == TARGET:
-        word = int(win._w.ctrl64[CTRL.LOCK // 8])
+        word = int(win._core.ctrl64[CTRL.LOCK // 8])
     barrier(comm)
     if rank == WAITER:
-        t = win._w.targets[TARGET]
-        win._w.ctrl_atomic(t, win._w.engine.atomic_cas, LOCK_EXCL | (WAITER + 1) << 32, 0)
+        t = win._core.targets[TARGET]
+        win._core.ctrl_atomic(t, win._core.engine.atomic_cas, lock_word_exclusive(WAITER), 0)
     barrier(comm)
     win.Free()
     if rank == TARGET:
-        assert word == LOCK_EXCL | (WAITER + 1) << 32, f"the new holder's word became {word:#x}"
+        assert word == lock_word_exclusive(WAITER), f"the new holder's word became {word:#x}"
     if rank == HOLDER:
         assert "nothing was released" in error

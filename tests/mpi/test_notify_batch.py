@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import hixl_rma
-from hixl_rma.ground.errors import kind
 from hixl_rma import BoundsError, HixlTimeoutError, ParamError, Win
+from hixl_rma.ground.errors import kind
 
 from support.mpiutil import barrier
 

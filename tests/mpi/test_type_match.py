@@ -23,6 +23,7 @@ import pytest
 from mpi4py import MPI
 
 from hixl_rma import DatatypeError, HixlError, Win
+
 from support.mpiutil import barrier
 
 pytestmark = [pytest.mark.mpi(min_size=2), pytest.mark.timeout(120, method="thread")]

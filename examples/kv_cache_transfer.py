@@ -104,7 +104,7 @@ def parse(argv):
     args.priorities = None
     # seed: K (or V) of one layer is 32 heads x (512 tokens x 128 dims x 4 bytes) = 32 blocks of 256 KiB.
     defaults = (32, 32, 256) if args.preset == "seed" else (32, 64, 64)
-    for name, value in zip(("layers", "blocks", "block_kib"), defaults):
+    for name, value in zip(("layers", "blocks", "block_kib"), defaults, strict=True):
         if getattr(args, name) is None:
             setattr(args, name, value)
     return args
@@ -437,7 +437,7 @@ def _runs(args):
                 ("hixl_rma", "put", run_hixl, {"priorities": ("normal", "normal")}),
                 ("hixl_rma", "put", run_hixl, {"priorities": ("high", "bulk")})]
     beside = {"mpi": [("mpi4py", args.mode, run_mpi, {})], "nixl": _nixl_runs((args.mode,))}
-    return [("hixl_rma", args.mode, run_hixl, {})] + beside.get(args.compare, [])
+    return [("hixl_rma", args.mode, run_hixl, {}), *beside.get(args.compare, [])]
 
 
 # NIXL on its own UCX backend and on HIXL_RMA (hixl_rma's engine as a NIXL

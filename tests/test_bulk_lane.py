@@ -74,7 +74,7 @@ def test_bulk_goes_over_its_own_lane_and_each_flush_completes_its_priority(pair)
 
 
 def test_a_flush_by_name_and_a_notify_follow_the_lanes_bytes(pair):
-    a, b, big, small = pair
+    a, b, big, _small = pair
     for k, make_complete in enumerate(["flush", "notify"]):
         stream = np.full(big.size, k + 1, np.uint8)
         _post(a, b, stream, big, BULK)
@@ -84,7 +84,7 @@ def test_a_flush_by_name_and_a_notify_follow_the_lanes_bytes(pair):
         else:
             a.send_notify(b.address, "done")  # a notify follows every transfer before it
             names = []
-            assert _until(lambda: names.extend(n for n, _ in b.get_notifies()) or names), "no notify"
+            assert _until(lambda names=names: names.extend(n for n, _ in b.get_notifies()) or names), "no notify"
             assert np.all(big == k + 1), make_complete  # the data was there before the notify
 
 
@@ -107,7 +107,7 @@ def test_a_same_node_peer_takes_no_lane():
 
 
 def test_disconnect_takes_the_lane_down_and_a_reconnect_makes_a_new_one(pair):
-    a, b, big, small = pair
+    a, b, big, _small = pair
     _post(a, b, np.full(big.size, 1, np.uint8), big, BULK)
     assert b.stats()["accepted"] == 2
     a.disconnect(b.address)  # completes the lane's bulk bytes first, as it does the peer's own
@@ -150,7 +150,7 @@ def test_disconnect_under_running_bulk_transfers_is_a_clean_error():
             dst = np.zeros(src.size, np.uint8)
             h = b.register_mem(dst)  # not in the lane's cached table: fetched again
 
-            def one():
+            def one(dst=dst):
                 _engine.post_at(a, b.address, WRITE, np.array([[_ptr(src), _ptr(dst), src.size]], np.uint64), BULK)
                 _engine.flush_at(a, b.address, BULK, timeout_ms=5000)
                 assert np.all(dst == 9), "wrong bytes"
@@ -162,7 +162,7 @@ def test_disconnect_under_running_bulk_transfers_is_a_clean_error():
     def flushes(stop):
         while not stop.is_set():
             for p in (HIGH, NORMAL, BULK):
-                racing.attempt(outcomes, lambda: _engine.flush_at(a, b.address, p, timeout_ms=5000))
+                racing.attempt(outcomes, lambda p=p: _engine.flush_at(a, b.address, p, timeout_ms=5000))
 
     try:
         for _ in range(6):

@@ -85,7 +85,7 @@ def test_engines_advertise_the_hosts_network(hosts, tmp_path):
     out = "".join((tmp_path / f"out.{r}").read_text() for r in range(3))
     rows = sorted(line.split()[1:] for line in out.splitlines() if line.startswith("RANK "))
     assert [r[:2] for r in rows] == [["0", "h0"], ["1", "h0"], ["2", "h1"]], out
-    for rank, host, advertised, devices, mode, seen in rows:
+    for _rank, host, advertised, devices, mode, seen in rows:
         ip = {"h0": "10.77.0.1", "h1": "10.77.0.2"}[host]
         assert advertised.startswith(ip + ":") and "," not in advertised, out
         assert devices == "eth0" and mode == "mpi", out
@@ -237,7 +237,7 @@ def test_ucx_listeners_across_hosts_are_reachable_by_strangers(hosts, tmp_path):
     (tmp_path / "server.py").write_text(EXPOSED_SERVER)
     (tmp_path / "stranger.py").write_text(EXPOSED_STRANGER)
     h0 = hosts.hosts[0]["ip"]
-    server = subprocess.Popen(simhosts.enter(hosts.hosts[0]) + [sys.executable, str(tmp_path / "server.py"), info, h0],
+    server = subprocess.Popen([*simhosts.enter(hosts.hosts[0]), sys.executable, str(tmp_path / "server.py"), info, h0],
                               env=_env(UCX_NET_DEVICES="eth0"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
     try:

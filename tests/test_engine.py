@@ -686,7 +686,7 @@ def test_finalize_with_live_view_does_not_crash(tmp_path):
 
 def test_dropped_handle_keeps_region_alive(pair):
     """A handle the caller does not keep stays registered (and its buffer alive) until deregistered."""
-    a, b = pair
+    _a, b = pair
     b.register_mem(np.zeros(1 << 20, dtype=np.uint8))  # handle and array dropped at once
     assert b.stats()["regions"] == 1
     fresh = np.zeros(1 << 20, dtype=np.uint8)
@@ -920,7 +920,7 @@ def test_disconnect_under_running_transfers_is_a_clean_error():
             dst = np.zeros(4096, dtype=np.uint8)
             h = b.register_mem(dst)  # not in a's cached table: the transfer fetches it again
 
-            def one():
+            def one(dst=dst):
                 a.transfer_sync(b.address, WRITE, [(addr(src), addr(dst), 4096)], timeout_ms=5000)
                 assert np.array_equal(dst, src), "wrong bytes"
             try:
@@ -1068,7 +1068,7 @@ def test_calls_after_finalize():
         lambda: a.stats(),
         lambda: a.peer_stats(b.address),
     ]
-    for i, call in enumerate(calls):
+    for call in calls:
         with pytest.raises(ParamError, match="finalized"):
             call()
     assert "finalized" in repr(a)

@@ -198,7 +198,7 @@ TLS = [pytest.param(None, id="default-tls"), pytest.param("tcp", id="UCX_TLS=tcp
 def test_two_procs_notify_implies_data(tmp_path, tls):
     """The target polls get_notifies() and checks the bytes the moment a notify shows up."""
     n_iter, region = 80, 48 << 20
-    (tgt, terr), (org, oerr) = run_children(
+    (tgt, _terr), (org, _oerr) = run_children(
         tmp_path, [("target", [1, n_iter, region, 0]), ("origin", [n_iter, region])], tls)
     assert tgt["bad"] == [], tgt["bad"][:10]
     assert tgt["checked"] == n_iter

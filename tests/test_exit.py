@@ -44,7 +44,7 @@ def _run(tmp_path, n, body, env=None, dropin=False):
     for old in tmp_path.glob("result.*"):
         old.unlink()
     launcher = [sys.executable, "-m", "hixl_rma"] if dropin else [sys.executable]
-    rc, out = procutil.run(["mpiexec", "-n", str(n)] + launcher + [str(prog), str(tmp_path)], env, RUN_S)
+    rc, out = procutil.run(["mpiexec", "-n", str(n), *launcher, str(prog), str(tmp_path)], env, RUN_S)
     results = {int(p.suffix[1:]): p.read_text().splitlines() for p in tmp_path.glob("result.*")}
     return rc, out, results
 
@@ -77,7 +77,7 @@ EXIT_WITHOUT_FREE = r'''
 
 @pytest.mark.parametrize("n", [2, 3])
 def test_a_rank_that_ends_keeps_serving_its_windows(tmp_path, n):
-    for attempt in range(3):
+    for _ in range(3):
         rc, out, results = _run(tmp_path, n, EXIT_WITHOUT_FREE, dropin=True)
         assert rc == 0, out
         assert results == {r: ["read [100, 101, 102, 103, 104]"] for r in range(1, n)}, out

@@ -243,7 +243,7 @@ def _mpi_scenario(tmp_path, scenario, tls=None, where=None, **extra_env):
     env = _env(**({"UCX_TLS": tls} if tls else {}), **extra_env)
     rank_cmd = ["bash", "-c", WRAPPER, "wrapper", sys.executable, str(script), scenario]
     if where is None:
-        cmd = [MPIEXEC, "-disable-auto-cleanup", "-n", "2"] + rank_cmd
+        cmd = [MPIEXEC, "-disable-auto-cleanup", "-n", "2", *rank_cmd]
     else:
         cmd = simhosts.head_prefix() + simhosts.mpiexec_argv(2, rank_cmd, "1,1",
                                                               hydra_args=["-disable-auto-cleanup"])
@@ -289,7 +289,7 @@ def test_victim_dies_holding_lock_on_survivor(tmp_path, where, tls):
     # lost): Lock takes it well within the timeout
     assert res["Lock_self"][0] == "OK" and res["Lock_self"][1] < 1.5, out
     # a call on the dead rank itself fails at once
-    outcome, seconds, msg = _failed_fast(res, "Lock_victim", out, ("PeerFailure",))
+    _outcome, seconds, msg = _failed_fast(res, "Lock_victim", out, ("PeerFailure",))
     assert seconds < 1.0 and ("lost" in msg or "died" in msg), out
     _check_cleanup(res, out)
     # the barrier of Free notices the dead (connected) peer: no full timeout
@@ -305,7 +305,7 @@ def test_survivor_holds_lock_on_victim(tmp_path, where, tls):
         pytest.skip("across hosts every transfer is tcp already")
     res, out, _ = _mpi_scenario(tmp_path, "survivor_holds_lock", tls, where=where)
     for call in ("Put_Flush", "Unlock"):
-        outcome, seconds, msg = _failed_fast(res, call, out, ("PeerFailure",))
+        _outcome, seconds, _msg = _failed_fast(res, call, out, ("PeerFailure",))
         assert seconds < 1.0, out
     _check_cleanup(res, out)
 
@@ -319,7 +319,7 @@ def test_victim_dies_in_fence_epoch_with_rma_in_flight(tmp_path, tls, where):
     if where is not None and tls == "tcp":
         pytest.skip("across hosts every transfer is tcp already")
     res, out, _ = _mpi_scenario(tmp_path, "fence_inflight", tls, where)
-    outcome, seconds, msg = _failed_fast(res, "Fence", out, ("PeerFailure",))
+    _outcome, seconds, _msg = _failed_fast(res, "Fence", out, ("PeerFailure",))
     assert seconds < 1.5, out
     _check_cleanup(res, out)
 
@@ -328,7 +328,7 @@ def test_victim_dies_in_fence_epoch_with_rma_in_flight(tmp_path, tls, where):
 def test_victim_dies_under_detached_put_batches(tmp_path):
     res, out, _ = _mpi_scenario(tmp_path, "batch_inflight")
     assert "Put_batch_stream" in res, out
-    outcome, seconds, msg = _failed_fast(res, "Put_batch_stream", out, ("PeerFailure",))
+    _outcome, seconds, _msg = _failed_fast(res, "Put_batch_stream", out, ("PeerFailure",))
     assert seconds < 3.0, out
     # Unlock_all and Free of that window end (their outcome is the dead
     # peer's, as for the first window's, checked below): DONE is printed.
@@ -348,12 +348,12 @@ def test_victim_dies_in_fence_epoch_unconnected(tmp_path, where):
     res, out, _ = _mpi_scenario(tmp_path, "unconnected", where=where, HIXL_RMA_SHARED_FENCE="0")
     assert res["Fence"][0] == "OK" and res["data"][0] == "OK", out
     if where is None:
-        outcome, seconds, msg = _failed_fast(res, "Fence2", out, ("PeerFailure",))
+        _outcome, seconds, msg = _failed_fast(res, "Fence2", out, ("PeerFailure",))
         assert seconds < 1.5 and "world rank 1 failed (its process (pid" in msg, out
     else:
-        outcome, seconds, msg = _failed_fast(res, "Fence2", out, ("HixlTimeoutError",))
+        _outcome, seconds, msg = _failed_fast(res, "Fence2", out, ("HixlTimeoutError",))
         assert seconds >= TIMEOUT_MS / 1000 * 0.9 and "barrier" in msg, out
-    outcome, seconds, msg = _failed_fast(res, "Put", out, ("PeerFailure",))
+    _outcome, seconds, msg = _failed_fast(res, "Put", out, ("PeerFailure",))
     assert "world rank 1" in msg, out
     _check_cleanup(res, out)
     if where is None:
@@ -369,7 +369,7 @@ def test_victim_dies_between_shared_fences(tmp_path):
     # timeout); what the victim put before is there.
     res, out, _ = _mpi_scenario(tmp_path, "fence_shared")
     assert res["mode"][0] == "shared" and res["data"][0] == "OK", out
-    outcome, seconds, msg = _failed_fast(res, "Fence", out, ("PeerFailure",))
+    _outcome, seconds, msg = _failed_fast(res, "Fence", out, ("PeerFailure",))
     assert seconds < 1.5 and "Fence on window" in msg and "world rank 1" in msg, out
     _check_cleanup(res, out)
 

@@ -331,7 +331,8 @@ def _patched_vtable_size(src, dst, slots):
     shentsize, shnum = struct.unpack_from("<HH", data, 0x3a)
     done = False
     for i in range(shnum):
-        name, typ, _, _, off, size, link, _, _, entsize = struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize)
+        _name, typ, _, _, off, size, link, _, _, _entsize = struct.unpack_from("<IIQQQQIIQQ", data,
+                                                                              shoff + i * shentsize)
         if typ not in (2, 11):  # SYMTAB, DYNSYM
             continue
         stroff = struct.unpack_from("<IIQQQQIIQQ", data, shoff + link * shentsize)[4]

@@ -168,6 +168,6 @@ def test_plugin_opt_out(tmp_path):
         def test_plain():
             assert MPI.COMM_WORLD.rank != 1
     '''))
-    rc, out = procutil.run(["mpiexec", "-n", "2", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    _rc, out = procutil.run(["mpiexec", "-n", "2", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                             "-p", "no:hixl_rma", "--with-mpi", "test_plain.py"], None, 60, cwd=str(tmp_path))
     assert "1 passed" in out and "1 failed" in out, out

@@ -109,7 +109,7 @@ def test_pytest_plugin_fails_a_racy_session(tmp_path):
     out = racy.stdout + racy.stderr
     assert racy.returncode != 0, out
     assert "1 passed" in out and "RACE on window" in out and "Get by rank 0" in out, out
-    plain = _run(args[:-2] + [str(test)])
+    plain = _run([*args[:-2], str(test)])
     assert plain.returncode == 0, plain.stdout + plain.stderr
 
 
@@ -170,7 +170,7 @@ def test_rules_reads_and_order(check):
 def test_races_reports_once_with_the_overlap(check):
     put = _rec("Put", 0, blocks=((0, 8),), snap=_snap(), done=3, actor=0)
     loads = [_rec("load", 1, blocks=((4, 12),), snap=_snap(), done=5 + i, actor=8) for i in range(3)]
-    out = check.races([put] + loads, {"w": "win"})
+    out = check.races([put, *loads], {"w": "win"})
     assert len(out) == 1
     r = out[0]
     assert r["bytes"] == [4, 8] and r["window"] == "win" and r["target"] == 1
@@ -428,6 +428,8 @@ def _origin_buffer_races(tmp_path, name, text, pure):
 # (complex), each changed or not, one case per line; and one completed by
 # Flush_local.
 _BEHIND_SIZES = (8, 24, 25, 256, 257, 4096, 4099)
+_BEHIND_PUTS = "\n".join(f"    win.Put(bufs[{i}], 1, 0); {f'poke(bufs[{i}])' if ch else 'pass'}; win.Flush(1)"
+                         for ch in (False, True) for i in range(len(_BEHIND_SIZES) + 1))
 _CHANGED_BEHIND = """\
 import numpy as np
 from mpi4py import MPI
@@ -446,8 +448,7 @@ if comm.rank == 0:
 win.Unlock_all()
 comm.Barrier()
 win.Free()
-""" % (_BEHIND_SIZES, "\n".join(f"    win.Put(bufs[{i}], 1, 0); {'poke(bufs[%d])' % i if ch else 'pass'}; win.Flush(1)"
-                                  for ch in (False, True) for i in range(len(_BEHIND_SIZES) + 1)))
+""" % (_BEHIND_SIZES, _BEHIND_PUTS)  # noqa: UP031 (a program's text: %, so its braces stay as written)
 
 
 @pytest.mark.parametrize("pure", ["0", "1"], ids=["C", "Python"])
@@ -613,7 +614,7 @@ def _touched_kinds():
         r = _record.AccessFields()
         r.win, r.target, r.blocks = win, target, blocks
         return r
-    return kinds + [pytest.param((_record.Touched, make), id="C")]
+    return [*kinds, pytest.param((_record.Touched, make), id="C")]
 
 
 @pytest.mark.parametrize("kind", _touched_kinds())
@@ -654,7 +655,7 @@ def test_a_block_s_place_answers_as_the_walk_from_the_root():
     touches += [(8192 * i, 8192 * i + 4096) for i in range(100)]  # a loop over blocks
     queries = [(i, seq) for i in range(len(touches)) for seq in (0, i, i + 1, len(touches) // 2, len(touches))]
     answers = rec._since_both(touches, queries)
-    assert all(a == b for a, b in answers), [q for q, (a, b) in zip(queries, answers) if a != b][:5]
+    assert all(a == b for a, b in answers), [q for q, (a, b) in zip(queries, answers, strict=True) if a != b][:5]
     assert any(a for a, _ in answers) and not all(a for a, _ in answers)
 
 

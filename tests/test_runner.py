@@ -187,7 +187,7 @@ def test_a_rank_that_never_joins_creation_is_a_timeout(tmp_path):
         os._exit(0)
     '''))
     env = dict(os.environ, HIXL_RMA_TIMEOUT_MS="2000")
-    rc, out = _run([MPIEXEC, "-n", "2", sys.executable, "-m", "hixl_rma", str(prog)], env=env)
+    _rc, out = _run([MPIEXEC, "-n", "2", sys.executable, "-m", "hixl_rma", str(prog)], env=env)
     line = next((ln for ln in out.splitlines() if ln.startswith("TIMEOUT after")), None)
     assert line is not None, out
     assert float(line.split()[2]) < 2.0 + 2.0 and "window creation" in line, out

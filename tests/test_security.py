@@ -257,14 +257,14 @@ def test_foreign_and_missing_token_refused_while_serving(server):
 @pytest.mark.parametrize("token", [b"b" * 32, TOKEN.encode()[:-1], TOKEN.encode() + b"x", b""])
 def test_wrong_proof_gets_a_refusal_only(server, token):
     """A client proving another token (or none) gets REJECT and the close, nothing else."""
-    challenge, answer = handshake(server, token)
+    _challenge, answer = handshake(server, token)
     assert answer == (REJECT, b"")
     assert server.untouched() and server.serves()
 
 
 def test_right_proof_is_let_in(server):
     """The same handshake with the token is answered with HELLO_OK: the proofs are what the docstring says."""
-    challenge, answer = handshake(server, TOKEN.encode())
+    _challenge, answer = handshake(server, TOKEN.encode())
     assert answer is not None and answer[0] == HELLO_OK
     assert server.serves()
 

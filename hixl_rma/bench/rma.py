@@ -80,6 +80,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from typing import ClassVar
 
 from . import report as rp
 from . import ucx_perftest as pt
@@ -541,7 +542,7 @@ def _floor_ok(target, block):
 class _Perftest:
     """ucx_perftest on rank 0 (rank 1 sleeps in hixl's barrier meanwhile)."""
 
-    HEAP = {"UCX_ALLOC_PRIO": "thp,mmap,heap"}
+    HEAP: ClassVar[dict[str, str]] = {"UCX_ALLOC_PRIO": "thp,mmap,heap"}
 
     def __init__(self, B, enabled):
         self.B = B
@@ -629,7 +630,7 @@ def _w1(B, impls, bufs, perf, flavors, sizes):
                     with_ucx = perf.enabled and mode == "flush" and (not B.quick or size == 16 << 20)
                     test = "ucp_put_bw" if op == "put" else "ucp_get"
 
-                    def ucx_rep(r, test=test, size=size, state=state, ucx_samples=ucx_samples):
+                    def ucx_rep(r, test=test, size=size, state=state, ucx_samples=ucx_samples, flavor=flavor):
                         if B.quick and r > 0:
                             return
                         v = B.rank0_only(lambda: perf.bw_rep(test, size, flavor, state))
@@ -655,7 +656,7 @@ def _w2(B, impls, perf, flavors):
     for flavor in flavors:
         wins = {i.key: i.window(flavor, 1 << 16, comm) for i in impls}
 
-        def putf(i):
+        def putf(i, wins=wins):
             win = wins[i.key][0]
             put = win.Put
             return _per_op_kernel(B, i, win, lambda: put(b8, 1, 0))
@@ -663,13 +664,13 @@ def _w2(B, impls, perf, flavors):
         res, iters = B.measure({i.key: putf(i) for i in impls})
         _add_floor(B, res, iters, _floor_target(B, wins, flavor), 8, 1, 0, True)
         if perf.enabled:
-            u = B.rank0_only(lambda: perf.lat("ucp_put_lat", flavor))
+            u = B.rank0_only(lambda flavor=flavor: perf.lat("ucp_put_lat", flavor))
             if u:
                 res["ucx"] = u
         B.figure(f"W2/{flavor}/put_flush", "W2", f"8 B Put + Flush, {FLAVOR_LABEL[flavor]}", "us", LOWER,
                  res, iters, flavor=flavor, ucx_metric="ucp_put_lat p50 (half a put ping-pong, both polling)")
 
-        def putf_spec(i):
+        def putf_spec(i, wins=wins):
             win = wins[i.key][0]
             put, spec = win.Put, (0, 8, B.MPI.BYTE)
             return _per_op_kernel(B, i, win, lambda: put(b8, 1, spec))
@@ -710,7 +711,7 @@ def _w3(B, impls, bufs, flavors):
                 put = win.Put
 
                 def loop(put=put):
-                    for v, d in zip(views, pydisps):
+                    for v, d in zip(views, pydisps, strict=True):
                         put(v, 1, d)
                 variants["loop"][i.key] = loop
                 if i.kind == "hixl":
@@ -781,7 +782,7 @@ def _w4(B, impls, perf, flavors):
                 kernels[i.key] = _per_op_kernel(B, i, win, body)
             res, iters = B.measure(kernels)
             if perf.enabled:
-                u = B.rank0_only(lambda: perf.lat(test, flavor))
+                u = B.rank0_only(lambda test=test, flavor=flavor: perf.lat(test, flavor))
                 if u:
                     res["ucx"] = u
             label = "Fetch_and_op(SUM, int64)" if name == "fetch_and_op" else "Compare_and_swap(int64)"

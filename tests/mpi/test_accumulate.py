@@ -4,6 +4,8 @@ fence and lock (Accumulate, Get_accumulate), contention under Lock_all
 lock), element-wise atomic snapshots with NO_OP, bad input, and the
 request-based forms.
 """
+import itertools
+
 import numpy as np
 import pytest
 from mpi4py import MPI
@@ -191,7 +193,7 @@ def test_every_path_of_an_accumulate_is_atomic_with_the_others(comm, rank, size,
         assert not win._core.targets[0].acc_locked
     one, two, res, cur = np.ones(1, np.int64), np.ones(2, np.int64), np.zeros(1, np.int64), np.zeros(1, np.int64)
     win.Lock_all()
-    for i in range(K // 4):
+    for _ in range(K // 4):
         win.Fetch_and_op(one, res, 0, 0, hixl_rma.SUM)
         win.Rget_accumulate(one, res, 0, (1, 1, MPI.INT64_T), MPI.SUM).wait()
         win.Accumulate(two, 0, (0, 2, MPI.INT64_T), hixl_rma.SUM)
@@ -353,7 +355,7 @@ def test_no_op_snapshot_is_elementwise_atomic(comm, rank, size, dt):
         k = (res - base) / inc if dt.kind == "f" else (res - base) // inc
         assert ((res - base) % inc == 0).all(), "torn or invalid value"
         assert ((k >= 0) & (k <= total)).all()
-    for a, b in zip(snaps, snaps[1:]):
+    for a, b in itertools.pairwise(snaps):
         assert (b >= a).all(), "a later snapshot went backwards"
     for done, res in own:  # this origin's own earlier adds are visible (ordering)
         assert (res >= base + done * inc).all()

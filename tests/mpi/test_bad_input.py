@@ -720,7 +720,7 @@ def test_misuse(ctx, name):
     barrier(c.comm)
     problems += c.still_works(salt=list(CASES).index(name) + 1)
     problems = [f"rank {c.rank}: {p}" for p in problems]
-    problems = sum(c.comm.allgather(problems), [])
+    problems = [p for part in c.comm.allgather(problems) for p in part]
     assert not problems, "\n".join(problems)
 
 
@@ -765,7 +765,7 @@ def test_window_on_split_communicator(comm, rank, size):
         problems.append(f"sub-window broken: {buf.tolist()}")
     win.Free()
     sub.Free()
-    problems = sum(comm.allgather(problems), [])
+    problems = [p for part in comm.allgather(problems) for p in part]
     assert not problems, problems
 
 
@@ -860,7 +860,7 @@ def pwins():
 _counts = st.one_of(st.integers(0, 40), st.sampled_from([-1, -100, 2 ** 31, 2 ** 62, 2 ** 64]))
 _disps = st.one_of(st.integers(0, 40), st.integers(0, 40), st.integers(0, 40),
                    st.sampled_from([-1, -8, 31, 32, 255, 256, 2 ** 40, 2 ** 61, 2 ** 63]))
-_tdtypes = st.sampled_from(DTYPES + ["int64", MPI.INT64_T, MPI.DOUBLE, MPI.INT, "bogus"])
+_tdtypes = st.sampled_from([*DTYPES, "int64", MPI.INT64_T, MPI.DOUBLE, MPI.INT, "bogus"])
 _args = st.fixed_dictionaries({
     "kind": st.sampled_from(["Put", "Get", "Accumulate"]),
     "win": st.integers(0, 1),
@@ -875,7 +875,7 @@ _args = st.fixed_dictionaries({
     "tdtype": st.one_of(st.none(), st.none(), _tdtypes),
     "junk": st.sampled_from([1.5, "0", (0, 1, 2, 3), [], (), {"disp": 0}, np.float64(2.0)]),
     "rank": st.sampled_from(["right"] * 8 + ["size", -3, "str"]),
-    "op": st.sampled_from(OPS + ["bogus"]),
+    "op": st.sampled_from([*OPS, "bogus"]),
 })
 
 

@@ -44,7 +44,7 @@ def _plan(r, nblk, sizes):
 def _expected(r, nblk, sizes):
     data, offs, disps, nbytes = _plan(r, nblk, sizes)
     ref = np.zeros(nbytes, np.uint8)
-    for (o, n), d in zip(offs.tolist(), disps.tolist()):
+    for (o, n), d in zip(offs.tolist(), disps.tolist(), strict=True):
         ref[d:d + n] = data[o:o + n]
     return ref
 

@@ -79,7 +79,7 @@ def test_fence_runs_between_other_epochs(comm, rank, size, left, right, flavor):
     win, mem = _window(flavor, comm)
     try:
         expected = 0
-        for rnd in range(20):
+        for _ in range(20):
             win.Fence()
             win.Accumulate(np.ones(N, np.int64), right)
             win.Fence()
@@ -107,7 +107,7 @@ def test_fence_runs_between_other_epochs(comm, rank, size, left, right, flavor):
 
 
 def test_fence_bad_assertions(comm, rank):
-    win, mem = _window("allocate", comm)
+    win, _mem = _window("allocate", comm)
     try:
         win.Fence()
         for bad in (1 << 40, 1 << 70, -1, True, "x", 1.0):
@@ -159,7 +159,7 @@ def test_fence_timeout_names_the_missing_rank(comm, rank, size, monkeypatch):
         pytest.skip("Fence meets on an MPI barrier here")
     monkeypatch.delenv("HIXL_RMA_SHARED_FENCE", raising=False)
     st = _rt.runtime()
-    win, mem = _window("allocate", comm)
+    win, _mem = _window("allocate", comm)
     win.Fence()
     assert win._sync.fence_mode == "shared"
     saved = st.timeout_ms

@@ -112,7 +112,7 @@ def test_mixed_access_modes_like_hixl_read(comm, rank, size):
     out = np.zeros(4096, np.uint8)
     if rank != 0:
         hixl.Get(out, 0, 0, handle, comm)
-        with pytest.raises(AccessError, match="Put to rank 0 .*read-only"):
+        with pytest.raises(AccessError, match=r"Put to rank 0 .*read-only"):
             hixl.Put(out, 0, 0, handle, comm)
     else:
         for r in range(1, size):                      # their regions are writable
@@ -153,7 +153,7 @@ def test_bad_arguments(comm, rank, size, right):
     with pytest.raises(BoundsError, match=f"Put to rank {right} of window .*target offset 12 "
                                           f"length 8 bytes exceeds the window size 16 bytes"):
         hixl.Put(np.ones(8, np.uint8), right, 12, handle, comm)
-    with pytest.raises(ParamError, match="target_offset must be an int number of bytes, got 1.5"):
+    with pytest.raises(ParamError, match=r"target_offset must be an int number of bytes, got 1\.5"):
         hixl.Put(np.ones(1, np.uint8), right, 1.5, handle, comm)
     with pytest.raises(ParamError, match=f"rank {size} is out of range"):
         hixl.Get(np.ones(1, np.uint8), size, 0, handle, comm)

@@ -10,8 +10,8 @@ import pytest
 
 from hixl_rma import LOCK_EXCLUSIVE, PeerFailure, Win
 from hixl_rma import runtime as _rt
-from hixl_rma.window import ctrl as CTRL
 from hixl_rma._engine import lock_word_exclusive
+from hixl_rma.window import ctrl as CTRL
 
 from support.mpiutil import barrier
 

@@ -229,7 +229,7 @@ def test_held_tags_leave_after_the_hold_when_the_origin_answers_through_mpi(comm
     answers = []
     for k in range(3):
         win.Put_notify(np.full(1, k, np.int64), right, 0, tag=k)
-        src, tag = win.Wait_notify(source=left, timeout=10)
+        _src, tag = win.Wait_notify(source=left, timeout=10)
         req = comm.Isend(np.full(1, tag, np.int64), dest=left, tag=77)
         got = np.zeros(1, np.int64)
         comm.Recv(got, source=right, tag=77)   # MPI's own wait: nothing of hixl_rma runs meanwhile

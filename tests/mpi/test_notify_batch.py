@@ -193,7 +193,7 @@ def test_batch_list_and_offsets_roundtrip(comm, rank, left, right):
     blocks = [rng.integers(0, 256, int(n), dtype=np.uint8) for n in sizes]
     mem, win = _batch_setup(comm, rank, win_bytes)
     ref = np.zeros(win_bytes, np.uint8)
-    for b, d in zip(blocks, disps):
+    for b, d in zip(blocks, disps, strict=True):
         ref[d:d + len(b)] = b
     # The same blocks as one contiguous buffer with (offset, length) rows, put
     # at a second region of the window.
@@ -201,7 +201,7 @@ def test_batch_list_and_offsets_roundtrip(comm, rank, left, right):
     offs = np.stack([np.r_[0, np.cumsum(sizes)[:-1]], sizes], axis=1).astype(np.int64)
     disps2 = disps + 256  # the second half of every 512-byte cell
     ref2 = ref.copy()
-    for (o, n), d in zip(offs, disps2):
+    for (o, n), d in zip(offs, disps2, strict=True):
         ref2[d:d + n] = flat[o:o + n]
     win.Lock_all(hixl_rma.MODE_NOCHECK)
     win.Put_batch(blocks, right, disps)
@@ -222,12 +222,12 @@ def test_batch_list_and_offsets_roundtrip(comm, rank, left, right):
     ldisps = lrng.permutation(win_bytes // 512)[:nblk] * 512
     lblocks = [lrng.integers(0, 256, int(n), dtype=np.uint8) for n in lsizes]
     lref = np.zeros(win_bytes, np.uint8)
-    for b, d in zip(lblocks, ldisps):
+    for b, d in zip(lblocks, ldisps, strict=True):
         lref[d:d + len(b)] = b
         lref[d + 256:d + 256 + len(b)] = b
     got = mem.copy()
     win.Free()
-    for i, (a, b) in enumerate(zip(back, blocks)):
+    for i, (a, b) in enumerate(zip(back, blocks, strict=True)):
         np.testing.assert_array_equal(a, b, err_msg=f"Get_batch block {i}")
     np.testing.assert_array_equal(back2, flat)
     np.testing.assert_array_equal(got, lref)

@@ -242,7 +242,7 @@ def test_stress_all_sync_modes(comm):
         assert all(rounds.values()), f"{flavor}: a sync mode never ran: {rounds}"
         if lost:
             problems.append(f"{flavor}: counters {counters.tolist()} != expected {expected.tolist()}")
-    problems = sum(comm.allgather(problems), [])
+    problems = [p for part in comm.allgather(problems) for p in part]
     lost_total = comm.allreduce(lost_total)
     ops = comm.allreduce(ops)
     assert ops > 100 * size, f"only {ops} operations in {SECONDS} s"

@@ -128,7 +128,7 @@ def test_pscw_gather_to_root_with_test(comm, rank, size, kind):
         while not win.Test():
             polls += 1
             assert time.monotonic() < deadline, "Test() never returned True"
-        with pytest.raises(EpochError, match="Test on window .* without Post"):
+        with pytest.raises(EpochError, match=r"Test on window .* without Post"):
             win.Test()     # the exposure epoch is closed
     else:
         group = _group(comm, [0], kind)

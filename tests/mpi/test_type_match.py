@@ -261,7 +261,7 @@ def test_legal_gets(comm, ring, kind):
         finally:
             win.Unlock_all()
         assert np.frombuffer(raw, np.int64).tolist() == want[1:3].tolist()
-        assert larger.tolist() == want[2:4].tolist() + [-1, -1]
+        assert larger.tolist() == [*want[2:4].tolist(), -1, -1]
         assert u8.view(np.int64).tolist() == want[3:4].tolist()
         barrier(comm)
     finally:

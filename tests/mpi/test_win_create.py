@@ -466,7 +466,7 @@ def test_free_is_final_and_a_second_free_raises(comm, rank, right):
     buf = np.zeros(2, np.int64)
     win = Win.Create(buf, disp_unit=8, comm=comm)
     win.Free()
-    with pytest.raises(ParamError, match="Free: window .* has been freed") as err:
+    with pytest.raises(ParamError, match=r"Free: window .* has been freed") as err:
         win.Free()                    # as mpi4py: freeing MPI_WIN_NULL is an error
     assert isinstance(err.value, MPI.Exception) and err.value.Get_error_class() == MPI.ERR_WIN
     win.free()                        # mpi4py's lower-case free: only if not null

@@ -120,7 +120,7 @@ def expected(seed, bufs):
 
 
 def check_equal(got, want, what):
-    for r, (g, w) in enumerate(zip(got, want)):
+    for r, (g, w) in enumerate(zip(got, want, strict=True)):
         if not np.array_equal(g, w):
             bad = np.flatnonzero(g != w)
             sys.exit(f"{what}: region {r} differs at {bad.size} bytes, first at offset {bad[0]}")
@@ -200,7 +200,7 @@ def conn_initiator(backends, d):
     reg = register(agent, [blocks])
     put(f"{d}/client.md", agent.get_agent_metadata())
     peer = add_peer(agent, take(f"{d}/server.md"))
-    base, size = json.loads(take(f"{d}/server.kv"))
+    base, _size = json.loads(take(f"{d}/server.kv"))
     local = agent.prep_xfer_dlist("", [(blocks.ctypes.data + i * 65536, 65536, 0) for i in range(4)], "DRAM",
                                   backends=[backends[0]])
     far = agent.prep_xfer_dlist(peer, [(base + i * 65536, 65536, 0) for i in range(4)], "DRAM",

@@ -192,7 +192,7 @@ def _placement(n, hosts, per_host):
             raise SystemExit(f"simhosts: --per-host {per_host} does not place {n} ranks on {len(hosts)} hosts")
     else:
         counts = [n // len(hosts) + (1 if i < n % len(hosts) else 0) for i in range(len(hosts))]
-    return [(h, c) for h, c in zip(hosts, counts) if c]
+    return [(h, c) for h, c in zip(hosts, counts, strict=True) if c]
 
 
 def mpiexec_argv(n, cmd, per_host=None, mpiexec="mpiexec", hydra_args=()):
@@ -208,10 +208,10 @@ def mpiexec_argv(n, cmd, per_host=None, mpiexec="mpiexec", hydra_args=()):
     if "Open MPI" in version or "OpenRTE" in version or "PRRTE" in version:
         return [mpiexec, "--allow-run-as-root", "--mca", "plm_rsh_agent", agent, "--mca", "oob_tcp_if_include",
                 f"{SUBNET}.0/24", "--mca", "btl_tcp_if_include", f"{SUBNET}.0/24",
-                "--host", ",".join(f"{h['ip']}:{c}" for h, c in place), "--map-by", "slot", "-n", str(n)] + cmd
+                "--host", ",".join(f"{h['ip']}:{c}" for h, c in place), "--map-by", "slot", "-n", str(n), *cmd]
     # hydra: one -hosts entry per host with its rank count, block placement.
     return [mpiexec, *hydra_args, "-launcher", "ssh", "-launcher-exec", agent, "-iface", "eth0",
-            "-hosts", ",".join(f"{h['ip']}:{c}" for h, c in place), "-n", str(n)] + cmd
+            "-hosts", ",".join(f"{h['ip']}:{c}" for h, c in place), "-n", str(n), *cmd]
 
 
 def head_prefix():

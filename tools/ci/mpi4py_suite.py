@@ -160,7 +160,7 @@ def run_racy_demo(demo_dir, script, n, race, logdir, timeout):
     (non-zero: the report comes first)."""
     name = f"races-{script}-{n}"
     report = os.path.join(logdir, f"{name}.json")
-    rc, logs, secs = mpiexec(n, f'"{sys.executable}" -m hixl_rma --check-races --races-json "{report}" {script}',
+    rc, _logs, secs = mpiexec(n, f'"{sys.executable}" -m hixl_rma --check-races --races-json "{report}" {script}',
                              demo_dir, logdir, name, timeout)
     problems = []
     try:

@@ -346,7 +346,7 @@ def window(comm):
             if everyone_passed:
                 win.Free()
             else:
-                win._w.teardown_local()
+                win._core.teardown_local()
 
 
 @pytest.fixture
@@ -360,7 +360,7 @@ def expect_unchanged():
         after = bytes(win.tomemory())
         if after != before:
             diff = np.flatnonzero(np.frombuffer(after, np.uint8) != np.frombuffer(before, np.uint8))
-            pytest.fail(f"{what} changed {len(diff)} byte(s) of window {win.name or win._w.key}'s local memory "
+            pytest.fail(f"{what} changed {len(diff)} byte(s) of window {win.name or win._core.key}'s local memory "
                         f"(first at offset {int(diff[0])}: {before[diff[0]]} -> {after[diff[0]]})", pytrace=False)
     return guard
 

@@ -80,7 +80,9 @@ cdef class WinBase:
     """Base of hixl_rma.Win: the buffer protocol over the local window
     memory, and the hot calls."""
 
-    cdef WindowState _core  # the window's state: its core (aliases share it)
+    # The window's state, under this one name everywhere: its core (window/core.py's WindowCore,
+    # which is a WindowState), read here as a C attribute by the hot calls; aliases share it.
+    cdef readonly WindowState _core
 
     def _set_core(self, WindowState core):
         self._core = core

@@ -31,7 +31,7 @@ class MemoryHandle:
 
     @property
     def registered(self):
-        return not self.win._w.freed
+        return not self.win._core.freed
 
     def __repr__(self):
         return f"<hixl_rma.MemoryHandle {self.win!r}>"
@@ -88,7 +88,7 @@ def RegisterMemory(buf, mem_type=C.MEMORY_HOST, access=C.ACCESS_READ_WRITE, comm
                          f"ACCESS_WRITE_ONLY, got {access!r}")
     engine_type = _engine.MEM_DEVICE if mem_type == C.MEMORY_DEVICE else _engine.MEM_HOST
     win = Win._new(comm, buf, C.WIN_FLAVOR_CREATE, 1, None, access=access, mem_type=engine_type)
-    win._w.set_always_open(True)
+    win._core.set_always_open(True)
     handle = MemoryHandle(win, comm, access, mem_type)
     _handles.setdefault(id(comm.comm), []).append(handle)
     return handle
@@ -98,7 +98,7 @@ def DeregisterMemory(handle):
     """Complete outstanding operations and release the region (collective)."""
     _check_handle(handle, "DeregisterMemory")
     _wait_requests(handle)
-    handle.win._w.set_always_open(False)
+    handle.win._core.set_always_open(False)
     handle.win.Free()
     lst = _handles.get(id(handle.comm.comm), [])
     if handle in lst:
@@ -136,7 +136,7 @@ def TransferAsync(operation, buf, target_rank, target_offset, handle, qos="norma
         raise ParamError(f"TransferAsync: operation must be 'WRITE' or 'READ', got {operation!r}")
     _check_handle(handle, "TransferAsync")
     op, what = _OPS[operation], "TransferAsync"
-    w = handle.win._w
+    w = handle.win._core
     if level == _priority.NAMES["normal"] or not _engine.has("priority") or handle.mem_type == C.MEMORY_DEVICE:
         req = w.request_transfer(op, buf, target_rank, _offset(target_offset, what), what)
     else:

@@ -41,8 +41,7 @@ class Win(_engine.WinBase):
     handle to the same window, sharing all of its state.
     """
 
-    # A null window: its core and parts (every call on it raises).
-    _w = _NULL
+    # A null window's parts (every call on it raises); its core is _NULL (__new__).
     _sync = Sync(_NULL)
     _acc = Accumulates(_NULL)
     _ntf = Notifications(_NULL)
@@ -50,6 +49,11 @@ class Win(_engine.WinBase):
     _attr = Attributes(_NULL)
 
     # ----------------------------------------------------------- creation
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls)
+        self._set_core(_NULL)  # a null window until made or aliased
+        return self
 
     def __init__(self, win=None):
         if win is None:
@@ -72,14 +76,13 @@ class Win(_engine.WinBase):
         core = WindowCore()
         core.create(comm, memory, flavor, disp_unit, info, access, mem_type)
         self = cls.__new__(cls)
-        self._w = core
+        self._set_core(core)
         self._made_as = id(self)
         self._sync = Sync(core)
         self._acc = Accumulates(core)
         self._ntf = Notifications(core)
         self._batch = Batches(core, self._ntf)
         self._attr = Attributes(core)
-        self._set_core(core)
         return self
 
     @classmethod
@@ -112,20 +115,20 @@ class Win(_engine.WinBase):
         displacement units, and its checks."""
         view = self.__dict__.get("_view")
         if view is None:
-            view = self._view = WindowView(self._w)
+            view = self._view = WindowView(self._core)
         return view
 
     def _complete_all(self):
         """Complete every operation of this rank on the window (the HIXL face's Fence)."""
-        self._w.complete_all()
+        self._core.complete_all()
 
     def Free(self):
         """Free the window (collective); no epoch may be open."""
-        self._w.check_live("Free")
+        self._core.check_live("Free")
         self._ntf.release(None, "Free")
         self._sync.check_free_allowed()
         self._attr.delete_all(self)
-        self._w.free()
+        self._core.free()
 
     def free(self):
         """Free the window if it is not null (mpi4py's ``free``; idempotent)."""
@@ -136,41 +139,41 @@ class Win(_engine.WinBase):
         return self
 
     def __exit__(self, *exc):
-        if self._w.freed:
+        if self._core.freed:
             return
         if exc[0] is None:
             self.Free()
         else:
-            self._w.teardown_local()
+            self._core.teardown_local()
 
     def __del__(self):
         # Only the handle Create made warns: an alias (Win(win)) may go first.
-        if not self._w.freed and self.__dict__.get("_made_as") == id(self):
+        if not self._core.freed and self.__dict__.get("_made_as") == id(self):
             import warnings
             warnings.warn(f"{self!r} was not freed; call Free() (collective)", ResourceWarning, 2)
 
     # -------------------------------------------------------------- identity
 
     def __bool__(self):
-        return not self._w.freed
+        return not self._core.freed
 
     def __eq__(self, other):
         if not isinstance(other, Win):
             return NotImplemented
-        return self._w is other._w or (self._w.freed and other._w.freed)
+        return self._core is other._core or (self._core.freed and other._core.freed)
 
     def __ne__(self, other):
         eq = self.__eq__(other)
         return eq if eq is NotImplemented else not eq
 
     def __hash__(self):
-        return id(self._w)
+        return id(self._core)
 
     def __reduce__(self):
         raise also(ParamError, ValueError)(f"cannot pickle {type(self).__name__} (a window lives in one process)")
 
     def __repr__(self):
-        w = self._w
+        w = self._core
         if w.key == NULL_KEY:
             return "<hixl_rma.Win MPI_WIN_NULL>"
         state = "freed" if w.freed else f"rank {w.comm.rank} of {w.comm.size}"
@@ -182,7 +185,7 @@ class Win(_engine.WinBase):
         """(address, nbytes, readonly) of the local window memory, for the
         buffer protocol (``memoryview(win)``); empty at address 0 for a
         window without memory, a dynamic, freed or null one."""
-        w = self._w
+        w = self._core
         if w.freed or w.flavor == C.WIN_FLAVOR_DYNAMIC:
             return 0, 0, False
         if w.device:
@@ -193,9 +196,9 @@ class Win(_engine.WinBase):
     def tomemory(self):
         """The local window memory as an ``MPI.buffer`` (no copy); a device
         window gives a device array."""
-        self._w.check_live("tomemory")
-        if self._w.device:
-            return device_view(self._w.memory)
+        self._core.check_live("tomemory")
+        if self._core.device:
+            return device_view(self._core.memory)
         return MPI.buffer(self)
 
     def Shared_query(self, rank):
@@ -203,7 +206,7 @@ class Win(_engine.WinBase):
         can load and store it (every rank of an ``Allocate_shared`` window on
         this node, this rank's own memory, a same-node ``Allocate`` window);
         an empty buffer and the disp_unit where it cannot, as MPI 4.1 says."""
-        w = self._w
+        w = self._core
         w.check_live("Shared_query")
         if rank == C.PROC_NULL:
             rank = next((t.rank for t in w.targets if t.size), 0)
@@ -226,8 +229,8 @@ class Win(_engine.WinBase):
     @property
     def group(self):
         """The group of the window's communicator."""
-        self._w.check_live("group")
-        return self._w.comm.comm.Get_group()
+        self._core.check_live("group")
+        return self._core.comm.comm.Get_group()
 
     def Get_group(self):
         """The group of the window's communicator."""
@@ -236,14 +239,14 @@ class Win(_engine.WinBase):
     @property
     def group_size(self):
         """The number of ranks of the window's group."""
-        self._w.check_live("group_size")
-        return self._w.comm.size
+        self._core.check_live("group_size")
+        return self._core.comm.size
 
     @property
     def group_rank(self):
         """This process's rank in the window's group."""
-        self._w.check_live("group_rank")
-        return self._w.comm.rank
+        self._core.check_live("group_rank")
+        return self._core.comm.rank
 
     @property
     def attrs(self):
@@ -253,13 +256,13 @@ class Win(_engine.WinBase):
     @property
     def flavor(self):
         """How the window was created (WIN_FLAVOR_*)."""
-        self._w.check_live("flavor")
-        return self._w.flavor
+        self._core.check_live("flavor")
+        return self._core.flavor
 
     @property
     def model(self):
         """The memory model: always WIN_UNIFIED."""
-        self._w.check_live("model")
+        self._core.check_live("model")
         return C.WIN_UNIFIED
 
     def py2f(self):
@@ -295,7 +298,7 @@ class Win(_engine.WinBase):
         self._need_dynamic("Detach").detach(memory)
 
     def _need_dynamic(self, what):
-        w = self._w
+        w = self._core
         w.check_live(what)
         if w.regions is None:
             raise ParamError(f"{what} needs a window made by Create_dynamic (window {w.label()})",
@@ -305,15 +308,15 @@ class Win(_engine.WinBase):
     # ---------------------------------------------------- RMA (WinBase: hot)
 
     def _transfer(self, op, what, origin, target_rank, target):
-        self._w.transfer(op, what, origin, target_rank, target)
+        self._core.transfer(op, what, origin, target_rank, target)
 
     def Rput(self, origin, target_rank, target=None):
         """Request-based Put: Wait gives local (here: remote) completion."""
-        return self._w.request_transfer(_WRITE, origin, target_rank, target, "Rput")
+        return self._core.request_transfer(_WRITE, origin, target_rank, target, "Rput")
 
     def Rget(self, origin, target_rank, target=None):
         """Request-based Get: Wait gives the data."""
-        return self._w.request_transfer(_READ, origin, target_rank, target, "Rget")
+        return self._core.request_transfer(_READ, origin, target_rank, target, "Rget")
 
     # ---------------------------------------------------------- accumulates
 

@@ -32,7 +32,7 @@ PROG = textwrap.dedent(r'''
             # the hot path's Put (a bytearray), then the slow path's (a memoryview slice of it)
             win.Put(origin if hot else memoryview(origin)[: 1 << 16], 1)
             key = "hot" if hot else "slow"
-            out[key + "_in_flight"] = win._w.is_dirty(1)
+            out[key + "_in_flight"] = win._core.is_dirty(1)
             try:
                 origin.extend(b"\x01")
                 del origin[-1:]

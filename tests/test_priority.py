@@ -29,7 +29,7 @@ def test_info_priority_values(flavor):
     for value, level in [("high", 0), ("normal", 1), ("bulk", 2), ("BULK", 2), (None, 1)]:
         info = {} if value is None else {"priority": value}
         with _make(flavor, info) as win:
-            assert win._w.priority == level, (flavor, value)
+            assert win._core.priority == level, (flavor, value)
 
 
 @pytest.mark.parametrize("flavor", ["create", "allocate", "shared", "dynamic"])
@@ -42,7 +42,7 @@ def test_info_priority_unknown_is_a_value_error(flavor, bad):
     assert "info priority" in text and ALLOWED in text and repr(bad) in text, text
     assert isinstance(err.value, hixl_rma.ParamError)
     with _make(flavor, {"priority": "high"}) as win:  # nothing was left half made
-        assert win._w.priority == 0
+        assert win._core.priority == 0
 
 
 def test_transfer_async_qos():

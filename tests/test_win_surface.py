@@ -96,9 +96,9 @@ def test_one_core_per_window_shared_by_aliases():
     hixl_rma.Init()
     win = hixl_rma.Win.Allocate(8)
     alias = hixl_rma.Win(win)
-    assert isinstance(win._w, core.WindowCore) and alias._w is win._w
+    assert isinstance(win._core, core.WindowCore) and alias._core is win._core
     assert all(getattr(alias, p) is getattr(win, p) for p in ("_sync", "_acc", "_ntf", "_batch", "_attr"))
-    assert all(getattr(win, p).w is win._w for p in ("_sync", "_acc", "_ntf", "_batch", "_attr"))
+    assert all(getattr(win, p).w is win._core for p in ("_sync", "_acc", "_ntf", "_batch", "_attr"))
     alias.Lock(0)
     with pytest.raises(hixl_rma.EpochError, match="already locked"):
         win.Lock(0)
@@ -108,7 +108,7 @@ def test_one_core_per_window_shared_by_aliases():
     with pytest.raises(hixl_rma.EpochError, match="not locked"):
         win.Unlock(0)
     win.Free()
-    assert not alias and alias._w.freed and alias._w not in hixl_rma.runtime.runtime().windows
+    assert not alias and alias._core.freed and alias._core not in hixl_rma.runtime.runtime().windows
 
 
 def test_buffer_protocol_and_tomemory():

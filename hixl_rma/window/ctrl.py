@@ -4,7 +4,7 @@ Engine-allocated, so same-node peers map it and its atomics need no target
 CPU. Offsets in bytes; every rank's block has the same layout.
 """
 
-LOCK = 0          # reader-writer lock word: epochs.LOCK_EXCL bit | owner << 32 | shared count
+LOCK = 0          # reader-writer lock word (its encoding: _engine.LOCK_EXCL, lock_word_exclusive)
 ACC = 8           # accumulate lock (0 free, else owner world rank + 1)
 LOCK_WAITERS = 16  # ranks of the owner's node asleep on LOCK (a futex): a release there wakes them
 DYN_SEQ = 64         # seqlock over the dynamic-window region table (dynamic.py)

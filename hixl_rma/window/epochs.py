@@ -17,8 +17,10 @@ from hixl_rma.runtime import process as _rt
 
 from . import ctrl as CTRL
 
-LOCK_EXCL = 1 << 62
-_OWNER_SHIFT, _OWNER_MASK = 32, (1 << 30) - 1  # an exclusive holder's window rank + 1, beside the count
+# The lock word's encoding is the extension's (_window_state/locks.pxi), written once: the writer
+# bit, the word of an exclusive hold by a window rank, the writer a word names.
+LOCK_EXCL = _engine.LOCK_EXCL
+_exclusive_word, _writer_of = _engine.lock_word_exclusive, _engine.lock_word_writer
 _MASK = (1 << 64) - 1
 # What Fence's C path accepts: every assertion but MODE_NOSUCCEED (which
 # closes the run of fence epochs, a change of state the Python layer makes).
@@ -217,7 +219,7 @@ class Sync:
         if this rank dies. Holds of ranks known dead are broken while waiting."""
         w = self.w
         eng = w.engine
-        mine = LOCK_EXCL | (w.comm.rank + 1) << _OWNER_SHIFT
+        mine = _exclusive_word(w.comm.rank)
         slot = CTRL.reader_offset(w.comm.size, w.comm.rank)
 
         exclusive = lock_type == C.LOCK_EXCLUSIVE
@@ -258,9 +260,9 @@ class Sync:
             return
         eng = w.engine
         word = w.ctrl_atomic(t, eng.atomic_fetch_add, 0)
-        owner = (word >> _OWNER_SHIFT) & _OWNER_MASK
-        if word & LOCK_EXCL and owner - 1 in dead:
-            w.ctrl_atomic(t, eng.atomic_cas, word, (word - (LOCK_EXCL | owner << _OWNER_SHIFT)) & _MASK)
+        writer = _writer_of(word)
+        if writer in dead:
+            w.ctrl_atomic(t, eng.atomic_cas, word, (word - _exclusive_word(writer)) & _MASK)
         for r in dead:
             if w.ctrl_atomic(t, eng.atomic_cas, 1, 0, offset=CTRL.reader_offset(w.comm.size, r)) == 1:
                 w.ctrl_atomic(t, eng.atomic_fetch_add, _MASK)  # its shared hold: -1
@@ -280,10 +282,10 @@ class Sync:
             # Only a word that still names this rank as its holder loses
             # this rank's bits: a hold broken meanwhile (by a rank that
             # believed this one dead) belongs to someone else now.
-            mine = LOCK_EXCL | (w.comm.rank + 1) << _OWNER_SHIFT
+            mine = _exclusive_word(w.comm.rank)
             word = w.ctrl_atomic(t, eng.atomic_cas, mine, 0)
             while word != mine:
-                if not word & LOCK_EXCL or (word >> _OWNER_SHIFT) & _OWNER_MASK != w.comm.rank + 1:
+                if _writer_of(word) != w.comm.rank:
                     raise PeerFailure(f"Unlock: the exclusive lock of rank {t.rank} of window {w.label()} was "
                                       f"not this rank's any more (another rank broke it, believing this rank "
                                       f"dead); nothing was released")

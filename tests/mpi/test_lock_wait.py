@@ -21,7 +21,7 @@ HOLDER, TARGET = 0, 1
 
 def _ctrl_word(win, offset):
     """A word of TARGET's control block, read with an engine atomic (as any rank may)."""
-    w = win._w
+    w = win._core
     t = w.targets[TARGET]
     return w.ctrl_atomic(t, w.engine.atomic_fetch_add, 0, offset=offset)
 

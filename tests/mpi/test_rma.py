@@ -136,7 +136,7 @@ def test_put_holds_the_origin_export_while_the_engine_reads_it(comm, rank, left,
     win.Put(bytes(1), right)  # the first Put to a target readies the hot path
     win.Flush(right)
     win.Put(origin, right)    # the hot path's
-    in_flight = win._w.is_dirty(right)
+    in_flight = win._core.is_dirty(right)
     try:
         origin.extend(b"\x01" * (1 << 20))
         resized_before_flush = True

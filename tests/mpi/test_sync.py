@@ -232,8 +232,8 @@ def test_lock_words_name_their_holders(comm, rank, left, right):
     rank held; and an exclusive CAS that landed but whose reply was lost is
     this rank's own on the next try (here: the word already names the left
     neighbour, which then takes the lock at once instead of waiting)."""
+    from hixl_rma._engine import lock_word_exclusive
     from hixl_rma.window import ctrl as CTRL
-    from hixl_rma.window import epochs
     buf = np.zeros(4, np.int64)
     win = Win.Create(buf, disp_unit=8, comm=comm)
     words = win._core.ctrl64
@@ -246,7 +246,7 @@ def test_lock_words_name_their_holders(comm, rank, left, right):
     win.Unlock(right)
     barrier(comm)
     released = (int(words[lock]), int(words[slot]))
-    words[lock] = epochs.lock_word_exclusive(left)  # as if left's CAS had landed unanswered
+    words[lock] = lock_word_exclusive(left)  # as if left's CAS had landed unanswered
     barrier(comm)
     t0 = time.monotonic()
     win.Lock(right, hixl_rma.LOCK_EXCLUSIVE)

@@ -341,7 +341,7 @@ def test_allocate_shared_is_contiguous_across_ranks(node):
 def test_allocate_shared_noncontig_gives_each_rank_its_own(node):
     comm, rank, size = node, node.rank, node.size
     win = Win.Allocate_shared(16, 8, {"alloc_shared_noncontig": "true"}, comm)
-    assert win._w.segment is None and len(win.tomemory()) == 16
+    assert win._core.segment is None and len(win.tomemory()) == 16
     np.frombuffer(win.tomemory(), np.int64)[:] = rank
     win.Fence()
     got = np.zeros(2, np.int64)

@@ -32,6 +32,7 @@ WORKLOADS = {
     "merge": "hixl_rma.bench.merge",
     "nixl": "hixl_rma.bench.nixl",
     "prio": "hixl_rma.bench.prio",
+    "osu": "hixl_rma.bench.osu",
 }
 
 

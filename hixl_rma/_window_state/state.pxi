@@ -475,8 +475,7 @@ cdef class WindowState:
         cdef char *direct
         cdef TransferOpDesc one
         cdef _Export export = None
-        cdef _Table t = self.table
-        if type(target_rank) is int and target_rank == _PROC_NULL and t.n:
+        if type(target_rank) is int and target_rank == _PROC_NULL and self.table.n:
             return 1  # MPI.PROC_NULL: nothing moves, the origin is not looked at
         if not self._live() or not self._target_ok(target_rank, &r, write):
             return 0
@@ -486,11 +485,11 @@ cdef class WindowState:
         try:
             if view.format != NULL and strchr(view.format, b'O') != NULL:
                 return 0  # Python objects: the Python layer refuses them
-            if not t.target_offset(target, r, &view, &off):
+            if not self.table.target_offset(target, r, &view, &off):
                 return 0
             if view.len == 0:
                 return 1
-            direct = t.direct(self.engine, r)
+            direct = self.table.direct(self.engine, r)
             if direct != NULL and <size_t>view.len < _SHARED_COPY:
                 if <size_t>view.len >= _NOGIL_COPY:
                     with nogil:
@@ -499,7 +498,7 @@ cdef class WindowState:
                     _copy(direct + off, <char *>view.buf, <size_t>view.len, write)
                 return 1
             one.local_addr = <uintptr_t>view.buf
-            one.remote_addr = t.base[r] + off
+            one.remote_addr = self.table.base[r] + off
             one.len = <size_t>view.len
             if self._post(r, WRITE if write else READ, &one, 1, MEM_HOST, False, None, "Put" if write else "Get"):
                 # The engine still reads (or fills) the origin: the export
@@ -507,7 +506,7 @@ cdef class WindowState:
                 export = _Export.__new__(_Export)
                 export.view = view
                 export.held = True
-                (<list>t.pending[r]).append(export)
+                (<list>self.table.pending[r]).append(export)
             return 1
         finally:
             if export is None:
@@ -527,10 +526,9 @@ cdef class WindowState:
         cdef int32_t tmo
         cdef bint unsigned = False, other = False
         cdef PeerRef *p
-        cdef _Table t = self.table
         if not self._live() or not self._target_ok(target_rank, &r, True):
             return False
-        if t.access[r] != _READ_WRITE or t.mem_type[r] != MEM_HOST or (t.posted[r] is not None and t.dirty[r]):
+        if self.table.access[r] != _READ_WRITE or self.table.mem_type[r] != MEM_HOST or (self.table.posted[r] is not None and self.table.dirty[r]):
             return False  # posted atomics first: this origin's accumulates stay ordered
         # int64 and uint64 are two types: a mix is the Python layer's to refuse.
         if not _int64_scalar(origin, &value, &unsigned):
@@ -539,35 +537,35 @@ cdef class WindowState:
             return False
         if result is not None and not (_int64_out(result, &other) and other == unsigned):
             return False
-        if not t.offset(target_disp, r, 8, &off) or (t.base[r] + off) % 8:
+        if not self.table.offset(target_disp, r, 8, &off) or (self.table.base[r] + off) % 8:
             return False
-        if t.acc_locked[r]:
+        if self.table.acc_locked[r]:
             if self._ctrl(r) == NULL or not self._locked_atomic(r, off, code, value, cmp, &old):
                 return False
             if result is not None:
                 _int64_store(result, old)
             return True
-        direct = t.direct(self.engine, r)
+        direct = self.table.direct(self.engine, r)
         if direct != NULL:
             old = AtomicApply(_FAST_OPS[code], <uint64_t *>(direct + off), 0 if code == C_NOOP else value, cmp)
         else:
             aop = _FAST_OPS[code]
             tmo = _timeout(None)
-            t.connect(r)
-            p = t.peer(self.engine, r, self.priority)
+            self.table.connect(r)
+            p = self.table.peer(self.engine, r, self.priority)
             self._enter()
             if p != NULL:
                 with nogil:
-                    st = AtomicTo(self.engine._h[0], p, aop, t.base[r] + off, 0 if code == C_NOOP else value, cmp,
+                    st = AtomicTo(self.engine._h[0], p, aop, self.table.base[r] + off, 0 if code == C_NOOP else value, cmp,
                                   &old, tmo)
             else:
                 with nogil:
-                    st = Atomic(self.engine._h[0], t.name(r), aop, t.base[r] + off,
+                    st = Atomic(self.engine._h[0], self.table.name(r), aop, self.table.base[r] + off,
                                 0 if code == C_NOOP else value, cmp, &old, tmo)
             self.engine._calls -= 1
             if st != 0:
                 if p != NULL:
-                    t.drop_peer(r)
+                    self.table.drop_peer(r)
                 # Raised, never redone: the atomic may have reached the target.
                 self._raise(st, "Compare_and_swap" if code == C_CSWAP else "Fetch_and_op" if result is not None
                             else "Accumulate", r, f" (8 bytes at target offset {off})")

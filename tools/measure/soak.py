@@ -301,10 +301,11 @@ def _nixl_why():
     return None
 
 
-def _host_pid(token, ns_pid, who):
-    """The pid (in this namespace) of the process of this round whose own
-    pid (in its namespace) is `ns_pid`: rank or role `who` (the simulated
-    hosts' pid namespaces give the same pids)."""
+def _host_pid(token, ns_pid, host=None):
+    """The pid (in this namespace) of this round's process whose own pid is
+    `ns_pid`: here, or in the pid namespace of simulated host `host` (the
+    hosts' namespaces give the same pids)."""
+    want = os.readlink(f"/proc/{host['pid']}/ns/pid") if host else os.readlink("/proc/self/ns/pid")
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -314,19 +315,10 @@ def _host_pid(token, ns_pid, who):
                     continue
             with open(f"/proc/{entry}/status") as f:
                 nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+            if int(nspid[-1]) == ns_pid and os.readlink(f"/proc/{entry}/ns/pid") == want:
+                return int(entry)
         except (OSError, StopIteration):
             continue
-        if int(nspid[-1]) != ns_pid or "bash" in open(f"/proc/{entry}/comm").read():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                args = f.read().split(b"\0")
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if who.encode() in args or f"PMI_RANK={who}".encode() in env:
-            return int(entry)
     return None
 
 
@@ -495,7 +487,10 @@ class Soak:
             return
         go = max(float(s[w]["GO"][0]) for w, v in ready.items() if v == "GO")
         mine = s[victim].get("PID") or s[victim]["GO"][1:]
-        pid = _host_pid(token, int(mine[0]), victim)
+        host = None
+        if xhost:  # rank r (NIXL: the initiator, then the target) on host r
+            host = self.hosts[1 if victim in ("1", "target") else 0]
+        pid = _host_pid(token, int(mine[0]), host)
         if pid is None:
             rec["output"] = job.lines[-30:]
             rec["violations"].append("setup:no-victim-pid")
@@ -552,7 +547,8 @@ class Soak:
             e = s.get(w, {}).get("END")
             if e is None:
                 rec["outcomes"][w] = "none"
-                rec["violations"].append(f"hang:{w}")
+                died = [line for line in job.lines if line.startswith("wrapper:") and "Killed" not in line]
+                rec["violations"].append(f"crash:{w}:{died[0].split(None, 3)[-1].strip()}" if died else f"hang:{w}")
                 continue
             outcome, t_end = e[0], float(e[1])
             rec["outcomes"][w] = outcome

@@ -192,7 +192,8 @@ def _placement(n, hosts, per_host):
             raise SystemExit(f"simhosts: --per-host {per_host} does not place {n} ranks on {len(hosts)} hosts")
     else:
         counts = [n // len(hosts) + (1 if i < n % len(hosts) else 0) for i in range(len(hosts))]
-    return [(h, c) for h, c in zip(hosts, counts, strict=True) if c]
+    # --per-host may name fewer hosts than there are: the rest get no rank
+    return [(h, c) for h, c in zip(hosts, counts, strict=False) if c]
 
 
 def mpiexec_argv(n, cmd, per_host=None, mpiexec="mpiexec", hydra_args=()):

@@ -44,7 +44,24 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
     completes the batch (the engine reads or writes the origin until then:
     its copy thread, UCX's zero-copy lanes; held, a bytearray cannot resize
     under them). False, with nothing moved, for anything else: the Python
-    layer then raises the precise error."""
+    layer then raises the precise error. (A window's Put_batch posts on the
+    target's handle: WindowState.post_batch_at.)"""
+    cdef Status st = 0
+    cdef Py_ssize_t n = 0
+    if not eng._usable():
+        return False
+    cdef AscendString cr = _remote(remote)
+    export = _post_batch(eng, &cr, NULL, op, origin, offsets, disps, unit, base, size, priority, &st, &n)
+    _check(st, f"TransferPost({remote!r}, {n} blocks)")
+    return export
+
+
+cdef object _post_batch(Engine eng, const AscendString *cr, PeerRef *p, object op, object origin, object offsets,
+                        object disps, uint64_t unit, uint64_t base, uint64_t size, int priority, Status *st,
+                        Py_ssize_t *count):
+    """post_batch's check and post, on handle p (or by the name cr where p
+    is NULL): the export, False (not the common case, nothing moved), or
+    None with st[0] set (the engine refused it; nothing is kept)."""
     cdef Py_buffer view
     cdef const int64_t[:, ::1] offs
     cdef const int64_t[::1] d
@@ -53,22 +70,22 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
     cdef int64_t o, ln
     cdef uint64_t toff, max_disp
     cdef bint ok = True
-    cdef Status st = 0
-    cdef AscendString cr
+    cdef cpp_bool in_flight = True
     cdef int cop = _opcode(op)
     cdef _Export export = None
+    st[0] = 0
     if not eng._usable() or unit == 0 or not (_int64_array(offsets, 2) and _int64_array(disps, 1)):
         return False
     offs = offsets
     d = disps
     n = offs.shape[0]
+    count[0] = n
     if n == 0 or d.shape[0] != n:
         return False
     if _get_buffer(origin, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (PyBUF_WRITABLE if cop == READ else 0)) != 0:
         PyErr_Clear()
         return False
     try:
-        cr = _remote(remote)
         if view.format != NULL and strchr(view.format, b'O') != NULL:
             return False
         max_disp = size // unit
@@ -93,11 +110,17 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
             if ok:
                 # A Put_batch is posted (complete at the flush): its large
                 # copies into mapped memory go to the engine's copy thread.
-                st = TransferPost(eng._h[0], cr, <TransferOp>cop, v, MEM_HOST, cop == WRITE, <Priority>priority)
+                if p != NULL:
+                    st[0] = PostTo(eng._h[0], p, <TransferOp>cop, v.data(), v.size(), MEM_HOST, cop == WRITE,
+                                   in_flight)
+                else:
+                    st[0] = TransferPost(eng._h[0], cr[0], <TransferOp>cop, v, MEM_HOST, cop == WRITE,
+                                         <Priority>priority)
         eng._calls -= 1
         if not ok:
             return False
-        _check(st, f"TransferPost({remote!r}, {n} blocks)")
+        if st[0] != 0:
+            return None
         export = _Export.__new__(_Export)
         export.view = view  # the export moves into it: released at completion, not here
         export.held = True
@@ -105,4 +128,3 @@ def post_batch(Engine eng, remote, object op, object origin, object offsets, obj
     finally:
         if export is None:
             PyBuffer_Release(&view)
-

@@ -467,6 +467,221 @@ cdef class WindowState:
         self._post(rank, _opcode(op), v.data(), v.size(), MEM_DEVICE if local_device else MEM_HOST, False, keep,
                    None)
 
+    # ------------------------------------- the Python layer's calls on a rank
+    #
+    # What the Python layer (window/) does to one of the window's ranks beyond
+    # the hot path -- the lock words and the accumulate lock in the control
+    # block, accumulates the engine has no one atomic for, reads of a dynamic
+    # window's region table, Rput/Rget -- goes on that rank's handle, as the
+    # hot path does: no name resolved per call. A failure drops the handle
+    # and is raised naming the call, the rank, the window and the bytes;
+    # nothing is done again (it may have reached the target).
+
+    cdef str _where(self, Py_ssize_t r, uintptr_t addr, size_t nbytes):
+        """'n bytes at target offset o' for an address in r's window, else
+        its offset in r's control block (or the address)."""
+        cdef _Table t = self.table
+        if t.size[r] and t.base[r] <= addr < t.base[r] + t.size[r]:
+            return f"{nbytes} bytes at target offset {addr - t.base[r]}"
+        if addr >= t.ctrl_addr[r]:
+            return f"{nbytes} bytes at control-block offset {addr - t.ctrl_addr[r]}"
+        return f"{nbytes} bytes at address {addr:#x}"
+
+    cdef str _at(self, Py_ssize_t r, uintptr_t addr, size_t nbytes):
+        return f" ({self._where(r, addr, nbytes)})"
+
+    cdef inline Py_ssize_t _rank(self, Py_ssize_t r, str what) except -1:
+        if not self._live():
+            raise ParamError(f"{what}: window {self.label()} has no engine (freed, or its engine finalized)")
+        if r < 0 or r >= self.table.n:
+            raise ParamError(f"{what}: rank {r} is not a rank of window {self.label()}")
+        self.table.connect(r)
+        return r
+
+    def atomic_at(self, Py_ssize_t rank, op, remote_addr, value, compare=0, bint fetch=True, timeout_ms=None,
+                  str what="atomic"):
+        """One 8-byte engine atomic (ADD, AND, OR, XOR, SWAP, CSWAP) at
+        ``remote_addr`` of rank's memory (its window or its control block),
+        on rank's handle; returns the old value (0 when not ``fetch``: posted,
+        complete at rank's next flush)."""
+        cdef AtomicOp aop = AtomicOp.CSWAP if op == "CSWAP" else _atomic_op(op)
+        cdef uintptr_t addr = _uint(remote_addr, "remote_addr")
+        cdef uint64_t v = _u64(value, "value"), c = _u64(compare, "compare"), old = 0
+        cdef int32_t tmo = _timeout(timeout_ms)
+        cdef Status st
+        cdef Py_ssize_t r = self._rank(rank, what)
+        cdef _Table t = self.table
+        cdef PeerRef *p = t.peer(self.engine, r, self.priority)
+        self._enter()
+        with nogil:
+            if p != NULL:
+                st = AtomicTo(self.engine._h[0], p, aop, addr, v, c, &old if fetch else NULL, tmo)
+            else:
+                st = Atomic(self.engine._h[0], t.name(r), aop, addr, v, c, &old if fetch else NULL, tmo)
+        self.engine._calls -= 1
+        if st != 0:
+            if p != NULL:
+                t.drop_peer(r)
+            self._raise(st, what, r, self._at(r, addr, 8))  # raised, never redone
+        return old
+
+    def atomic_many_at(self, Py_ssize_t rank, str op, addrs, values, bint fetch, timeout_ms=None,
+                       str what="Accumulate"):
+        """One 8-byte atomic per (addr, value) pair (uint64 arrays) on rank's
+        handle; the old values as a uint64 array when ``fetch``, else posted
+        (complete at rank's next flush) and None."""
+        cdef AtomicOp aop = _atomic_op(op)
+        if not fetch and (aop == AtomicOp.SWAP or aop == AtomicOp.CSWAP):
+            raise ParamError(f"{what}: {op} must fetch")
+        cdef const uint64_t[::1] a = np.ascontiguousarray(addrs, dtype=np.uint64)
+        cdef const uint64_t[::1] v = np.ascontiguousarray(values, dtype=np.uint64)
+        if a.shape[0] != v.shape[0]:
+            raise ParamError(f"{what}: {a.shape[0]} addresses but {v.shape[0]} values")
+        out = np.zeros(a.shape[0] if fetch else 0, np.uint64)
+        cdef uint64_t[::1] o = out
+        cdef int32_t tmo = _timeout(timeout_ms)
+        cdef Status st = 0
+        cdef Py_ssize_t i = 0, n = a.shape[0]
+        cdef uint64_t bad = 0
+        cdef Py_ssize_t r = self._rank(rank, what)
+        cdef _Table t = self.table
+        cdef PeerRef *p = t.peer(self.engine, r, self.priority)
+        self._enter()
+        with nogil:
+            for i in range(n):
+                if p != NULL:
+                    st = AtomicTo(self.engine._h[0], p, aop, a[i], v[i], 0, &o[i] if fetch else NULL, tmo)
+                else:
+                    st = Atomic(self.engine._h[0], t.name(r), aop, a[i], v[i], 0, &o[i] if fetch else NULL, tmo)
+                if st != 0:
+                    bad = a[i]
+                    break
+        self.engine._calls -= 1
+        if st != 0:
+            if p != NULL:
+                t.drop_peer(r)
+            # Raised, never redone: the atomics before element i were made.
+            self._raise(st, what, r, f" ({self._where(r, bad, 8)}, element {i} of {n}; those before it were made)")
+        return out if fetch else None
+
+    def transfer_at(self, Py_ssize_t rank, op, descs, timeout_ms=None, str what="transfer"):
+        """Move (n, 3) descriptors (local, remote, length) to or from rank
+        and wait for them: posted on rank's handle and flushed there (which
+        also completes what was posted to rank before)."""
+        cdef vector[TransferOpDesc] v
+        cdef int cop = _opcode(op)
+        cdef int32_t tmo = _timeout(timeout_ms)
+        cdef Status st
+        cdef cpp_bool in_flight = True
+        _descs(descs, v)
+        cdef Py_ssize_t r = self._rank(rank, what)
+        cdef _Table t = self.table
+        cdef PeerRef *p = t.peer(self.engine, r, self.priority)
+        if v.empty():
+            return
+        self._enter()
+        with nogil:
+            if p != NULL:
+                st = PostTo(self.engine._h[0], p, <TransferOp>cop, v.data(), v.size(), MEM_HOST, False, in_flight)
+                if st == 0 and in_flight:
+                    st = FlushPeer(self.engine._h[0], p, tmo)
+            else:
+                st = self.engine._h.TransferSync(t.name(r), <TransferOp>cop, v, tmo)
+        self.engine._calls -= 1
+        if st != 0:
+            if p != NULL:
+                t.drop_peer(r)
+            self._raise(st, what, r, f" ({v.size()} block(s))" if v.size() != 1 else self._at(r, v[0].remote_addr,
+                                                                                            v[0].len))
+
+    def transfer_async_at(self, Py_ssize_t rank, op, descs, keep=None, str what="transfer"):
+        """Post (n, 3) descriptors to or from rank on its handle; a
+        TransferRequest (``keep`` held until it completes)."""
+        cdef vector[TransferOpDesc] v
+        cdef int cop = _opcode(op)
+        cdef TransferArgs args
+        cdef TransferReq req = NULL
+        cdef Status st
+        _descs(descs, v)
+        cdef Py_ssize_t r = self._rank(rank, what)
+        cdef _Table t = self.table
+        cdef PeerRef *p = t.peer(self.engine, r, self.priority)
+        cdef Engine eng = self.engine
+        cdef int64_t t0 = time.monotonic_ns()
+        self._enter()
+        with nogil:
+            if p != NULL:
+                st = TransferAsyncTo(eng._h[0], p, <TransferOp>cop, v.data(), v.size(), req)
+            else:
+                st = eng._h.TransferAsync(t.name(r), <TransferOp>cop, v, args, req)
+        eng._calls -= 1
+        cdef int64_t t1 = time.monotonic_ns()
+        if st != 0:
+            if p != NULL:
+                t.drop_peer(r)
+            self._raise(st, what, r, f" ({v.size()} block(s))" if v.size() != 1 else self._at(r, v[0].remote_addr,
+                                                                                            v[0].len))
+        if eng._orphans:
+            eng._reap_orphans()
+        cdef TransferRequest tr = TransferRequest.__new__(TransferRequest)
+        tr._req = req
+        tr.engine = eng
+        tr._keep = keep
+        tr._t0 = t0
+        tr._post_ns = t1 - t0
+        return tr
+
+    def post_batch_at(self, Py_ssize_t rank, object op, object origin, object offsets, object disps,
+                      str what="Put_batch"):
+        """post_batch to rank of this window, on its handle: the origin's
+        export (rank is dirty, the export kept until its flush), or False
+        with nothing moved (not the common case: the Python layer's)."""
+        cdef Status st = 0
+        cdef Py_ssize_t n = 0
+        cdef Py_ssize_t r = self._rank(rank, what)
+        cdef _Table t = self.table
+        cdef PeerRef *p = t.peer(self.engine, r, self.priority)
+        cdef AscendString cr = t.name(r)
+        export = _post_batch(self.engine, &cr, p, op, origin, offsets, disps, t.unit[r], t.base[r], t.size[r],
+                             self.priority, &st, &n)
+        if st != 0:
+            if p != NULL:
+                t.drop_peer(r)
+            self._raise(st, what, r, f" ({n} blocks)")
+        if export:
+            t.keep(r, export)
+        return export
+
+    def send_notify_at(self, Py_ssize_t rank, str name, timeout_ms=None, str what="notify"):
+        """Deliver the notification ``name`` (no message) to rank after all
+        earlier transfers to it completed, on its handle."""
+        cdef bytes n = name.encode()
+        cdef NotifyDesc nd = _notify_desc(n, b"")
+        cdef int32_t tmo = _timeout(timeout_ms)
+        cdef Status st
+        cdef Py_ssize_t r = self._rank(rank, what)
+        cdef _Table t = self.table
+        cdef PeerRef *p = t.peer(self.engine, r, self.priority)
+        self._enter()
+        with nogil:
+            if p != NULL:
+                st = SendNotifyTo(self.engine._h[0], p, nd, tmo)
+            else:
+                st = self.engine._h.SendNotify(t.name(r), nd, tmo)
+        self.engine._calls -= 1
+        if st != 0:
+            if p != NULL:
+                t.drop_peer(r)
+            self._raise(st, what, r, "")
+
+    def flush_rank(self, Py_ssize_t rank, timeout_ms=None, str what="Flush"):
+        """Complete what was posted to rank (on its handle), if anything:
+        rank is clean after it, what it kept released."""
+        if rank < 0 or rank >= self.table.n or not self.table.dirty[rank]:
+            return
+        self._rank(rank, what)
+        self._flush_dirty(rank, _timeout(timeout_ms), what)
+
     cdef int _move(self, object origin, object target_rank, object target, bint write) except -1:
         """1 when done here, 0 when the Python layer must take it."""
         cdef Py_ssize_t r

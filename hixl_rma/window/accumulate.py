@@ -83,10 +83,15 @@ def _slice_descs(descs, lo, hi):
     return out
 
 
+# what a failed transfer under a target's accumulate lock names (raised, never redone)
+_GET_LOCKED = "(get under the target's accumulate lock)"
+_PUT_LOCKED = "(put under the target's accumulate lock)"
+
+
 class _Acc:
     """One parsed accumulate: target, op, element type and target blocks."""
 
-    __slots__ = ("count", "device_result", "dtype", "op", "origin", "result", "t", "tbase", "tblk")
+    __slots__ = ("count", "device_result", "dtype", "op", "origin", "result", "t", "tbase", "tblk", "what")
 
 
 class Accumulates:
@@ -103,6 +108,7 @@ class Accumulates:
         w = self.w
         w.need_atomics()
         a = _Acc()
+        a.what = what
         a.op = as_op(op, what)
         a.t = w.target(target_rank, what)
         if a.t is None:
@@ -158,23 +164,23 @@ class Accumulates:
 
     def _native(self, a, native, addrs, values, fetch):
         w = self.w
-        t, eng = a.t, w.engine
+        t = a.t
         u64 = (np.zeros(a.count, np.uint64) if values is None else values.view(np.uint64))
         if native == "NOOP":
-            old = eng.atomic_many(t.addr, "ADD", addrs, u64, True, w.rt.timeout_ms)
+            old = w.atomic_many_at(t.rank, "ADD", addrs, u64, True, w.rt.timeout_ms, a.what)
         elif native == "SWAP" or fetch:
-            old = eng.atomic_many(t.addr, native, addrs, u64, True, w.rt.timeout_ms)
+            old = w.atomic_many_at(t.rank, native, addrs, u64, True, w.rt.timeout_ms, a.what)
         else:
             if w.posted_atomic(t.rank) not in (None, native):
                 w.flush_target(t)  # keep this origin's accumulates in order
-            eng.atomic_many(t.addr, native, addrs, u64, False)
+            w.atomic_many_at(t.rank, native, addrs, u64, False, None, a.what)
             w.note_posted_atomic(t.rank, native)
             return None
         return old.view(a.dtype) if fetch else None
 
     def _locked(self, a, values, fetch):
         w = self.w
-        t, eng = a.t, w.engine
+        t = a.t
         if w.is_dirty(t.rank) and w.info.get("accumulate_ordering") != "none":
             w.flush_target(t)  # posted atomics first: accumulates are ordered
         isz = a.dtype.itemsize
@@ -188,13 +194,13 @@ class Accumulates:
             d = _slice_descs(descs, base + lo * isz, base + hi * isz)
             self._lock(t)
             try:
-                eng.transfer_sync(t.addr, _READ, d, w.rt.timeout_ms)
+                w.transfer_at(t.rank, _READ, d, w.rt.timeout_ms, "accumulate " + _GET_LOCKED)
                 if fetch:
                     old[lo:hi] = tmp[lo:hi]
                 if a.op is not NO_OP:
                     with np.errstate(all="ignore"):
                         tmp[lo:hi] = a.op.apply(tmp[lo:hi], values[lo:hi])
-                    eng.transfer_sync(t.addr, _WRITE, d, w.rt.timeout_ms)
+                    w.transfer_at(t.rank, _WRITE, d, w.rt.timeout_ms, "accumulate " + _PUT_LOCKED)
             finally:
                 self._unlock(t)
         return old
@@ -203,7 +209,7 @@ class Accumulates:
         """The target's accumulate lock (a control-block word), with back-off."""
         w = self.w
         me = w.rt.rank + 1
-        _rt.poll(lambda: w.ctrl_atomic(t, w.engine.atomic_cas, 0, me, offset=CTRL.ACC) in (0, me),
+        _rt.poll(lambda: w.ctrl_atomic(t, "CSWAP", me, compare=0, offset=CTRL.ACC) in (0, me),
                  w.rt.timeout_ms / 1000.0, lambda: HixlTimeoutError(
                      f"accumulate lock of rank {t.rank} of window {w.label()} not acquired within "
                      f"{w.rt.timeout_ms} ms"), check=lambda: self._break_dead(t))
@@ -212,16 +218,16 @@ class Accumulates:
         """Free t's accumulate lock when its owner is known dead (what that
         owner was writing is undefined, as after any failure)."""
         w = self.w
-        owner = w.ctrl_atomic(t, w.engine.atomic_fetch_add, 0, offset=CTRL.ACC)
+        owner = w.ctrl_atomic(t, "ADD", 0, offset=CTRL.ACC)
         if owner and w.rt.is_dead(owner - 1) and not w.rt.is_dead(t.world):
-            w.ctrl_atomic(t, w.engine.atomic_cas, owner, 0, offset=CTRL.ACC)
+            w.ctrl_atomic(t, "CSWAP", 0, compare=owner, offset=CTRL.ACC)
 
     def _unlock(self, t):
         # A CAS, not a store: a hold broken meanwhile (its owner believed
         # dead) is another rank's now, and stays so.
         w = self.w
         me = w.rt.rank + 1
-        if w.ctrl_atomic(t, w.engine.atomic_cas, me, 0, offset=CTRL.ACC) != me:
+        if w.ctrl_atomic(t, "CSWAP", 0, compare=me, offset=CTRL.ACC) != me:
             raise PeerFailure(f"accumulate lock of rank {t.rank} of window {w.label()} was not this rank's any "
                               f"more (another rank broke it, believing this rank dead); the accumulate may have "
                               f"been interleaved with another")
@@ -281,23 +287,23 @@ class Accumulates:
         new, cmp = gather(a.origin, a.dtype), gather(cb, a.dtype)
         addr = a.tbase + int(a.tblk[0, 0])
         if a.dtype.itemsize == 8 and addr % 8 == 0 and not a.t.acc_locked:
-            old = self.w.engine.atomic_cas(a.t.addr, addr, int(cmp.view(np.uint64)[0]),
-                                           int(new.view(np.uint64)[0]), self.w.rt.timeout_ms)
+            old = self.w.atomic_at(a.t.rank, "CSWAP", addr, int(new.view(np.uint64)[0]), int(cmp.view(np.uint64)[0]),
+                                   True, self.w.rt.timeout_ms, "Compare_and_swap")
             _put_result(a, np.array([old], np.uint64).view(a.dtype))
             return
         _put_result(a, self._cas_locked(a, new, cmp))
 
     def _cas_locked(self, a, new, cmp):
-        t, eng = a.t, self.w.engine
+        t, w = a.t, self.w
         tmp = np.empty(1, a.dtype)
         d = _pair_one(tmp.ctypes.data, a.dtype.itemsize, a.tblk, a.tbase)
         self._lock(t)
         try:
-            eng.transfer_sync(t.addr, _READ, d, self.w.rt.timeout_ms)
+            w.transfer_at(t.rank, _READ, d, w.rt.timeout_ms, "Compare_and_swap " + _GET_LOCKED)
             old = tmp.copy()
             if old.view(np.uint8).tobytes() == cmp.view(np.uint8).tobytes():
                 tmp[:] = new
-                eng.transfer_sync(t.addr, _WRITE, d, self.w.rt.timeout_ms)
+                w.transfer_at(t.rank, _WRITE, d, w.rt.timeout_ms, "Compare_and_swap " + _PUT_LOCKED)
         finally:
             self._unlock(t)
         return old

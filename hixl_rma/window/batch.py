@@ -28,10 +28,7 @@ class Batches:
             w.check_mode(t, op, what)
             # Posted: the origin's export, held until the flush (the engine
             # reads the origin until then; a resize would move it away).
-            export = _engine.post_batch(w.engine, t.addr, op, origin_blocks[0], origin_blocks[1], target_disps,
-                                        t.disp_unit, t.base, t.size, w.priority)
-            if export:
-                w.mark_dirty(t.rank, export)
+            if w.post_batch_at(t.rank, op, origin_blocks[0], origin_blocks[1], target_disps, what):
                 if tag is not None:
                     self.notifications.notify(target_rank, tag)
                 return

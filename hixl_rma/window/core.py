@@ -272,10 +272,12 @@ class WindowCore(_engine.WindowState):
                                    f"remote atomics, which vendor HIXL does not provide (use Fence or PSCW "
                                    f"with Put/Get)")
 
-    def ctrl_atomic(self, t, fn, *args, offset=CTRL.LOCK):
-        """An engine atomic on a word of t's control block."""
+    def ctrl_atomic(self, t, op, value, compare=0, offset=CTRL.LOCK):
+        """An engine atomic (ADD, SWAP, CSWAP) on a word of t's control block,
+        on t's handle; returns the old value."""
         self.need_atomics()
-        return fn(t.addr, t.ctrl + offset, *args, timeout_ms=self.rt.timeout_ms)
+        what = "accumulate lock" if offset == CTRL.ACC else "lock word"
+        return self.atomic_at(t.rank, op, t.ctrl + offset, value, compare, True, self.rt.timeout_ms, what)
 
     def in_context(self, exc, what, t, detail=""):
         """``exc`` again (same class and status), its message naming the call,
@@ -326,7 +328,7 @@ class WindowCore(_engine.WindowState):
         if _engine.has("post"):
             super().post(t.rank, op, descs, keep, local_device)  # the hot path's own post
         else:
-            self.engine.transfer_sync(t.addr, op, descs, self.rt.timeout_ms)
+            self.transfer_at(t.rank, op, descs, self.rt.timeout_ms, "Put" if op == _WRITE else "Get")
 
     def refused(self, t, descs, what, exc):
         """The engine refused a transfer (before any byte moved). In a dynamic
@@ -372,9 +374,8 @@ class WindowCore(_engine.WindowState):
         return pin.addr, pin
 
     def flush_target(self, t):
-        if self.is_dirty(t.rank):
-            self.engine.flush(t.addr, self.rt.timeout_ms)
-            self.take_dirty(t.rank)  # completed: the kept buffers may go
+        """Complete what was posted to t (on its handle); the kept buffers may go."""
+        self.flush_rank(t.rank, self.rt.timeout_ms)
 
     def complete_all(self):
         for t in self.targets:
@@ -413,10 +414,10 @@ class WindowCore(_engine.WindowState):
             self.post(t, op, descs, ob.obj, True)
             return Request(lambda: self.flush_target(t), keep=ob.obj)
         if not _engine.has("post"):
-            self.engine.transfer_sync(t.addr, op, descs, self.rt.timeout_ms)
+            self.transfer_at(t.rank, op, descs, self.rt.timeout_ms, what)
             return Request.completed()
         try:
-            tr = self.engine.transfer_async(t.addr, op, descs, keep=ob.obj)
+            tr = self.transfer_async_at(t.rank, op, descs, ob.obj, what)
         except ParamError as exc:
             self.refused(t, descs, what, exc)
             raise

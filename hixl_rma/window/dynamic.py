@@ -21,6 +21,7 @@ from . import ctrl as CTRL
 _READ = _engine.READ
 _HEADER = CTRL.DYN_TABLE_ADDR + 8 - CTRL.DYN_SEQ  # seq, count, table address
 _RETRIES = 1000
+_WHAT = "reading the attached regions"  # what a failed read of a target's region table names
 
 
 class Regions:
@@ -105,14 +106,14 @@ class Regions:
         hdr = np.zeros(_HEADER // 8, np.uint64)
         check = np.zeros(1, np.uint64)
         for idle in range(_RETRIES):
-            self._engine.transfer_sync(t.addr, _READ, [(hdr.ctypes.data, t.ctrl + CTRL.DYN_SEQ, _HEADER)])
+            t.core.transfer_at(t.rank, _READ, [(hdr.ctypes.data, t.ctrl + CTRL.DYN_SEQ, _HEADER)], None, _WHAT)
             seq, n, addr = (int(x) for x in hdr)
             if seq % 2 == 0:
                 table = np.zeros((n, 2), np.uint64)
                 try:
                     if n:
-                        self._engine.transfer_sync(t.addr, _READ, [(table.ctypes.data, addr, 16 * n)])
-                    self._engine.transfer_sync(t.addr, _READ, [(check.ctypes.data, t.ctrl + CTRL.DYN_SEQ, 8)])
+                        t.core.transfer_at(t.rank, _READ, [(table.ctypes.data, addr, 16 * n)], None, _WHAT)
+                    t.core.transfer_at(t.rank, _READ, [(check.ctypes.data, t.ctrl + CTRL.DYN_SEQ, 8)], None, _WHAT)
                 except ParamError:
                     pass  # the table was replaced meanwhile: read the header again
                 else:

@@ -139,7 +139,7 @@ class Sync:
 
     def _notify(self, t, kind):
         st = self.w.rt
-        self.w.engine.send_notify(t.addr, f"{self.w.key}:{kind}/{st.rank}", b"", st.timeout_ms)
+        self.w.send_notify_at(t.rank, f"{self.w.key}:{kind}/{st.rank}", st.timeout_ms, f"PSCW ({kind})")
 
     def post(self, group, assertion):
         """Open an exposure epoch for the origins in ``group``."""
@@ -218,7 +218,6 @@ class Sync:
         then this rank's reader slot at t set, so that the hold can be broken
         if this rank dies. Holds of ranks known dead are broken while waiting."""
         w = self.w
-        eng = w.engine
         mine = _exclusive_word(w.comm.rank)
         slot = CTRL.reader_offset(w.comm.size, w.comm.rank)
 
@@ -235,11 +234,11 @@ class Sync:
 
         def engine_try():
             if exclusive:
-                return w.ctrl_atomic(t, eng.atomic_cas, 0, mine) in (0, mine)
-            if not w.ctrl_atomic(t, eng.atomic_fetch_add, 1) & LOCK_EXCL:
-                w.ctrl_atomic(t, eng.atomic_swap, 1, offset=slot)
+                return w.ctrl_atomic(t, "CSWAP", mine, compare=0) in (0, mine)
+            if not w.ctrl_atomic(t, "ADD", 1) & LOCK_EXCL:
+                w.ctrl_atomic(t, "SWAP", 1, offset=slot)
                 return True
-            w.ctrl_atomic(t, eng.atomic_fetch_add, _MASK)  # -1: back out, a writer holds it
+            w.ctrl_atomic(t, "ADD", _MASK)  # -1: back out, a writer holds it
             return False
 
         kind = "exclusive" if lock_type == C.LOCK_EXCLUSIVE else "shared"
@@ -258,14 +257,13 @@ class Sync:
         dead = [r for r, other in enumerate(w.targets) if r != w.comm.rank and w.rt.is_dead(other.world)]
         if not dead or w.rt.is_dead(t.world):
             return
-        eng = w.engine
-        word = w.ctrl_atomic(t, eng.atomic_fetch_add, 0)
+        word = w.ctrl_atomic(t, "ADD", 0)
         writer = _writer_of(word)
         if writer in dead:
-            w.ctrl_atomic(t, eng.atomic_cas, word, (word - _exclusive_word(writer)) & _MASK)
+            w.ctrl_atomic(t, "CSWAP", (word - _exclusive_word(writer)) & _MASK, compare=word)
         for r in dead:
-            if w.ctrl_atomic(t, eng.atomic_cas, 1, 0, offset=CTRL.reader_offset(w.comm.size, r)) == 1:
-                w.ctrl_atomic(t, eng.atomic_fetch_add, _MASK)  # its shared hold: -1
+            if w.ctrl_atomic(t, "CSWAP", 0, compare=1, offset=CTRL.reader_offset(w.comm.size, r)) == 1:
+                w.ctrl_atomic(t, "ADD", _MASK)  # its shared hold: -1
         w.wake_lock_waiters(t.rank)
 
     def _release(self, t, lock_type):
@@ -277,26 +275,25 @@ class Sync:
 
     def _release_word(self, t, lock_type):
         w = self.w
-        eng = w.engine
         if lock_type == C.LOCK_EXCLUSIVE:
             # Only a word that still names this rank as its holder loses
             # this rank's bits: a hold broken meanwhile (by a rank that
             # believed this one dead) belongs to someone else now.
             mine = _exclusive_word(w.comm.rank)
-            word = w.ctrl_atomic(t, eng.atomic_cas, mine, 0)
+            word = w.ctrl_atomic(t, "CSWAP", 0, compare=mine)
             while word != mine:
                 if _writer_of(word) != w.comm.rank:
                     raise PeerFailure(f"Unlock: the exclusive lock of rank {t.rank} of window {w.label()} was "
                                       f"not this rank's any more (another rank broke it, believing this rank "
                                       f"dead); nothing was released")
-                old, word = word, w.ctrl_atomic(t, eng.atomic_cas, word, (word - mine) & _MASK)
+                old, word = word, w.ctrl_atomic(t, "CSWAP", (word - mine) & _MASK, compare=word)
                 if word == old:  # shared lockers backing out were counted in it: they keep theirs
                     return
             return
         # Only the one who clears the slot takes the count back (this rank,
         # or a survivor breaking the hold of a rank it believes dead).
-        if w.ctrl_atomic(t, eng.atomic_cas, 1, 0, offset=CTRL.reader_offset(w.comm.size, w.comm.rank)) == 1:
-            w.ctrl_atomic(t, eng.atomic_fetch_add, _MASK)
+        if w.ctrl_atomic(t, "CSWAP", 0, compare=1, offset=CTRL.reader_offset(w.comm.size, w.comm.rank)) == 1:
+            w.ctrl_atomic(t, "ADD", _MASK)
 
     def _release_all(self, targets, lock_type):
         """Release at every target, whatever fails at some; the first

@@ -158,9 +158,8 @@ class Notifications:
         word = np.zeros(1, np.uint64)
 
         def credited():
-            w.engine.transfer_sync(t.addr, _engine.READ,
-                                   [(word.ctypes.data, t.ctrl + CTRL.consumed_offset(w.comm.rank), 8)],
-                                   w.rt.timeout_ms)
+            w.transfer_at(t.rank, _engine.READ, [(word.ctypes.data, t.ctrl + CTRL.consumed_offset(w.comm.rank), 8)],
+                          w.rt.timeout_ms, f"{what} (reading the target's notification credit)")
             self.credit[t.rank] = int(word[0])
             return w.sent_count(t.rank) - self.credit[t.rank] < limit
 

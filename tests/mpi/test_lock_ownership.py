@@ -87,11 +87,10 @@ def test_a_release_takes_only_its_own_bits(comm, rank):
         # What a rank that (wrongly) believed the holder dead would do:
         # break its hold, then take the lock itself.
         t = win._core.targets[TARGET]
-        eng = win._core.engine
         holder = lock_word_exclusive(HOLDER)
-        assert win._core.ctrl_atomic(t, eng.atomic_cas, holder, 0) == holder
+        assert win._core.ctrl_atomic(t, "CSWAP", 0, compare=holder) == holder
         mine = lock_word_exclusive(WAITER)
-        assert win._core.ctrl_atomic(t, eng.atomic_cas, 0, mine) == 0
+        assert win._core.ctrl_atomic(t, "CSWAP", mine, compare=0) == 0
     barrier(comm)
     if rank == HOLDER:
         with pytest.raises(PeerFailure, match="was not this rank's any more") as err:
@@ -103,7 +102,7 @@ def test_a_release_takes_only_its_own_bits(comm, rank):
     barrier(comm)
     if rank == WAITER:
         t = win._core.targets[TARGET]
-        win._core.ctrl_atomic(t, win._core.engine.atomic_cas, lock_word_exclusive(WAITER), 0)
+        win._core.ctrl_atomic(t, "CSWAP", 0, compare=lock_word_exclusive(WAITER))
     barrier(comm)
     win.Free()
     if rank == TARGET:

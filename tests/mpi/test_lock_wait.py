@@ -23,7 +23,7 @@ def _ctrl_word(win, offset):
     """A word of TARGET's control block, read with an engine atomic (as any rank may)."""
     w = win._core
     t = w.targets[TARGET]
-    return w.ctrl_atomic(t, w.engine.atomic_fetch_add, 0, offset=offset)
+    return w.ctrl_atomic(t, "ADD", 0, offset=offset)
 
 
 @pytest.mark.parametrize("lock_type", [LOCK_EXCLUSIVE, LOCK_SHARED])

@@ -495,7 +495,7 @@ void Connector::HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, const
       HandleInvalidate(peer, h, payload);
       break;
     case Msg::BYE:  // the server finalized: what it had is gone, and says so
-      MarkDead(peer, "the engine at " + peer->name + " finalized (its process is ending)");
+      MarkDead(peer, "the engine at " + peer->name + " finalized (its process is ending)", LogLevel::kInfo);
       break;
     default:
       break;
@@ -542,9 +542,9 @@ void Connector::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, cons
   if (ep && !peer->dead) peer->DropRetired(retired_upto, true);
 }
 
-void Connector::MarkDead(const PeerPtr &peer, const std::string &why) {
+void Connector::MarkDead(const PeerPtr &peer, const std::string &why, LogLevel level) {
   if (!peer->SetDead(why)) return;
-  HIXL_LOG(LogLevel::kWarning, "peer " + peer->name + " declared dead: " + why);
+  HIXL_LOG(level, "peer " + peer->name + " declared dead: " + why);
   // Pointers callers cached into its mapped memory are looked up again,
   // and so find it dead, instead of writing on into memory nobody reads.
   mapping_generation_.fetch_add(1, std::memory_order_acq_rel);

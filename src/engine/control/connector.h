@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "common/auth.h"
+#include "common/log.h"
 #include "data/detached.h"
 #include "control/event_loop.h"
 #include "hixl/hixl_ext.h"
@@ -89,7 +90,9 @@ class Connector {
   void ServePeer(const PeerPtr &peer);
   void HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
   void HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, const std::string &payload);
-  void MarkDead(const PeerPtr &peer, const std::string &why);
+  // level: kWarning for a peer lost; kInfo for one that said it finalized
+  // (a good run's end, which the log should not flag).
+  void MarkDead(const PeerPtr &peer, const std::string &why, LogLevel level = LogLevel::kWarning);
   void ClosePeerFd(Peer &peer);
   void EnableCma(Peer &peer, const HostIdentity &id, UniqueFd pidfd, PidCheck held);
   void TeardownPeer(const PeerPtr &peer, Deadline deadline);

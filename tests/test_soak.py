@@ -19,7 +19,10 @@ soak = procutil.script("tools/measure/soak.py")
 
 # Fixed round seeds (replay one: python tools/measure/soak.py --only-seed S);
 # one stop round only: it lasts the timeout + 1 s longer than the others.
-SEEDS = (100051, 100008, 100025, 100022, 100010, 100000, 100012, 100079)
+# 100061, 100062: a peer killed on another host during the lock counter,
+# whose survivor's next collective crashed inside MPICH (1 run in 3) before
+# the runtime checked its members first.
+SEEDS = (100051, 100008, 100025, 100022, 100010, 100000, 100012, 100079, 100061, 100062)
 
 
 def test_the_fixed_seeds_cover_every_fault_and_workload():

@@ -244,11 +244,18 @@ class _Runtime:
         self.hear_finalizing()
         now = time.monotonic()
         for w in world_ranks:
-            if self.is_dead(w):
-                raise PeerFailure(f"{what}: world rank {w} failed ({self.dead[w]})")
+            self.check_dead((w,), what)
             if not finalizing_ok and now - self.finalizing.get(w, now + 1) >= settle:
                 raise PeerFailure(f"{what}: world rank {w} has finalized (its program ended; it waits in "
                                   f"Finalize for the other ranks) and will not take part")
+
+    def check_dead(self, world_ranks, what):
+        """Raise PeerFailure if one of these world ranks is known dead, with
+        no MPI call: MPICH over tcp may not survive progress on, or a
+        collective started with, a member whose connection the kernel reset."""
+        for w in world_ranks:
+            if self.is_dead(w):
+                raise PeerFailure(f"{what}: world rank {w} failed ({self.dead[w]})")
 
     def is_dead(self, world_rank):
         """``world_rank`` is known dead: its established connection to this
@@ -635,6 +642,10 @@ def collective(comm, start, what, timeout_ms, world_ranks=None, keep=(), message
     if world_ranks is not None and _state is not None:
         st, ranks = _state, list(world_ranks)
         check = lambda: st.check_peers(ranks, what, finalizing_ok)  # noqa: E731
+        # A member already known dead fails here, before MPI is asked: MPICH
+        # can crash starting a collective whose member's connection the
+        # kernel reset (a peer killed on another host).
+        st.check_dead(ranks, what)
     req = start()
     try:
         wait_request(req, timeout_ms, message or (lambda: (

@@ -56,6 +56,26 @@ HEAL_S = 2.0
 # tear the job down (tests/test_faults.py says why)
 WRAPPER = 'trap "" USR1; "$@"; rc=$?; [ "$rc" -eq 137 ] && exit 0; exit "$rc"'
 
+# The rounds' programs (a rank, a NIXL agent) report the same way, as
+# who: to a file too, since with the link cut hydra cannot pass on a
+# rank's output; END then leaves at once.
+REPORT = r'''
+log = open(f"{d}/soak.{WHO}.log", "a", buffering=1)
+
+
+def say(*words):
+    line = " ".join(map(str, ("SOAK", WHO, *words))) + "\n"
+    log.write(line)
+    sys.stdout.write(line)
+    sys.stdout.flush()
+
+
+def end(outcome, *more):
+    say("END", outcome, f"{time.monotonic():.6f}", *more)
+    sys.stdout.flush()
+    os._exit(0)
+'''
+
 RANK = r'''
 import os, sys, time
 import numpy as np
@@ -66,20 +86,7 @@ from hixl_rma import Win
 workload, fault_ms, token, d = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 comm = MPI.COMM_WORLD
 rank, peer = comm.Get_rank(), 1 - comm.Get_rank()
-log = open(f"{d}/soak.{rank}.log", "a", buffering=1)
-
-
-def say(*words):  # to a file too: with the link cut, hydra cannot pass on a rank's output
-    line = " ".join(map(str, ("SOAK", rank, *words))) + "\n"
-    log.write(line)
-    sys.stdout.write(line)
-    sys.stdout.flush()
-
-
-def end(outcome, *more):
-    say("END", outcome, f"{time.monotonic():.6f}", *more)
-    sys.stdout.flush()
-    os._exit(0)
+@@REPORT_WHO_rank@@
 
 
 hixl_rma.Init()
@@ -156,6 +163,7 @@ except BaseException as exc:
     end("CRASH:" + type(exc).__name__, done, "|", str(exc).replace("\n", " ")[:300])
 end("ok", done)
 '''.replace("%(tail)d", str(TAIL_MS))
+RANK = RANK.replace("@@REPORT_WHO_rank@@", REPORT.replace("WHO", "rank"))
 
 NIXL = r'''
 import json, os, sys, time
@@ -167,20 +175,7 @@ fault_ms, ndesc, seed, timeout_s = int(fault_ms), int(ndesc), int(seed), float(t
 BLK, NBLK = 4096, 1024
 
 
-log = open(f"{d}/soak.{role}.log", "a", buffering=1)
-
-
-def say(*words):
-    line = " ".join(map(str, ("SOAK", role, *words))) + "\n"
-    log.write(line)
-    sys.stdout.write(line)
-    sys.stdout.flush()
-
-
-def end(outcome, *more):
-    say("END", outcome, f"{time.monotonic():.6f}", *more)
-    sys.stdout.flush()
-    os._exit(0)
+@@REPORT_WHO_role@@
 
 
 def put(path, data):
@@ -258,6 +253,7 @@ except Exception as exc:
     end(kind, done, "|", str(exc).replace("\n", " ")[:300])
 end("ok", done)
 '''.replace("%(tail)d", str(TAIL_MS))
+NIXL = NIXL.replace("@@REPORT_WHO_role@@", REPORT.replace("WHO", "role"))
 
 
 def plan(seed):

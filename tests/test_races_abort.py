@@ -127,6 +127,28 @@ def test_report_names_the_rank_that_never_joins(tmp_path):
     assert took < 60, (took, out)
 
 
+def test_report_covers_a_rank_that_loops_on_window_calls(tmp_path):
+    """Ranks 1 and 2 fail; rank 0 never reaches its end in time, looping on
+    Lock/Get/Unlock (as nxtval-mpi3.py's mutex spins on a lock word the
+    failed ranks would have cleared): its window calls send its records to
+    the report (before: "the report covers rank(s) 1, 2", its store
+    missing)."""
+    prog = _program(tmp_path, end=(
+        "if rank:\n    raise RuntimeError('counter went wrong')\n"
+        "spins, end = 0, time.monotonic() + 12\n"
+        "while time.monotonic() < end:\n"
+        "    win.Lock(0)\n    win.Get([got, 1, MPI.INT], 0)\n    win.Unlock(0)\n    spins += 1\n"
+        "print('rank 0 spun', spins, 'times', flush=True)\n"
+        "raise SystemExit(3)"))
+    store, _ = _lines(prog)
+    p = _run(["-m", "hixl_rma", "--check-races", str(prog), "others"], n=3)
+    out = p.stdout + p.stderr
+    assert p.returncode != 0, out
+    assert "the program failed on rank(s) 1, 2; the report covers rank(s) 0, 1, 2" in out, out
+    assert f"store by rank 0 at {prog}:{store}" in out, out
+    assert "2 race(s)" in out, out
+
+
 def test_report_printed_when_the_program_aborts(tmp_path):
     """The program's own Abort (rank 1) reports first; the others join at their end."""
     prog = _program(tmp_path, end="comm.Barrier()\nif rank == 1:\n    comm.Abort(5)")

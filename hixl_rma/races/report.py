@@ -12,13 +12,17 @@ may never reach, and the job ends when it aborts: ``failed()`` tells every
 other rank (a message on the detector's communicator), and collects, for at
 most ``FAILED_WAIT_S``, the records of the ranks that join: another failing
 rank, or one that reaches the end of the run (``finish``, which looks for
-the message first and while it waits). The lowest failing rank prints (a
-higher one that hears of it forwards what it has), naming the ranks that
-never joined (blocked in a call the failed rank never makes, or busy past
-the wait); every wait has a deadline, and then the job aborts as before.
+the message first and while it waits), or one still running window calls
+(``look``, from the checked window's methods: a rank looping on a lock the
+failed rank's peers will never release would otherwise never join). The
+lowest failing rank prints (a higher one that hears of it forwards what it
+has), naming the ranks that never joined (blocked in a call the failed rank
+never makes, or busy past the wait); every wait has a deadline, and then
+the job aborts as before.
 """
 import json
 import sys
+import threading
 import time
 
 from mpi4py import MPI
@@ -27,6 +31,7 @@ from . import check, state
 from .settings import race_json
 
 FAILED_WAIT_S = 5.0  # how long a failing rank waits for the others' records (at most the runtime's timeout)
+LOOK_S = 0.1  # how often a running rank's window calls look for a failure notice
 _FAIL, _RECORDS, _DONE = 0x4858, 0x4859, 0x485A  # tags on the detector's own communicator
 
 
@@ -52,6 +57,48 @@ def _notices(comm):
     while comm.Iprobe(MPI.ANY_SOURCE, _FAIL, st):
         out.add(comm.recv(source=st.Get_source(), tag=_FAIL))
     return out
+
+
+class _Watch:
+    """What a running rank heard of failed ranks (``look``), kept for the
+    end of its run, and the sends of its records still in flight."""
+    __slots__ = ("heard", "main", "next", "sends")
+
+    def __init__(self):
+        self.heard = set()
+        self.next = 0.0
+        self.sends = []
+        self.main = threading.main_thread().ident
+
+
+def _watch(det):
+    w = getattr(det, "watch", None)
+    if w is None:
+        w = det.watch = _Watch()
+    return w
+
+
+def look(det):
+    """A window call on a running rank (at most every LOOK_S, main thread
+    only: the detector's communicator is the main thread's): where a rank
+    failed, this rank's records so far go to it without waiting, so that
+    the report covers them even if this rank never reaches its end (it
+    loops on a lock, say, that only a failed rank would have released).
+    Only the detector's own communicator is touched, and nothing waits:
+    the program goes on as it would."""
+    w = _watch(det)
+    now = time.monotonic()
+    if now < w.next or det.finished is not None or threading.get_ident() != w.main:
+        return
+    w.next = now + LOOK_S
+    if MPI.Is_finalized():
+        return
+    comm = det.report_comm
+    w.sends = [r for r in w.sends if not r.Test()]  # progress for a large record list
+    failing = _notices(comm)
+    if failing:
+        w.heard |= failing
+        w.sends.append(comm.isend([_mine(det)], dest=min(w.heard), tag=_RECORDS))
 
 
 def _mine(det):
@@ -123,7 +170,7 @@ def _failed(det):
     end = time.monotonic() + min(FAILED_WAIT_S, config.timeout_ms() / 1000)
     sends = [comm.isend(me, dest=q, tag=_FAIL) for q in range(size) if q != me]
     got = {me: _mine(det)}
-    failing = {me}
+    failing = {me} | _watch(det).heard
     leader = me
     st = MPI.Status()
     while time.monotonic() < end:
@@ -157,7 +204,7 @@ def _join(det, comm, leader, mine, timeout_s):
     did not come within the deadline)."""
     req = comm.isend([mine], dest=leader, tag=_RECORDS)
     found = _await_report(comm, leader, time.monotonic() + min(FAILED_WAIT_S, timeout_s))
-    _settle([req], time.monotonic() + 0.5)
+    _settle([req, *_watch(det).sends], time.monotonic() + 0.5)
     return found
 
 
@@ -226,7 +273,9 @@ def finish():
         det.finished = 0
         return 0
     mine = _mine(det)
-    failing = _notices(comm)  # a rank failed before this one reached the end: it reports
+    # a rank failed before this one reached the end (heard now, or by look() earlier): it reports
+    w = _watch(det)
+    failing = _notices(comm) | w.heard
     ok = min(failing) if failing else _arrive(comm, config.timeout_ms() / 1000)
     if ok is not True and ok is not False:
         found = _join(det, comm, ok, mine, config.timeout_ms() / 1000)

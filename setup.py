@@ -91,9 +91,19 @@ ENGINE_FLAGS = ["-std=c++17", "-O2", "-g0", "-Wall", "-Wno-unused-function", "-f
 ENGINE_MACROS = [("_GLIBCXX_USE_CXX11_ABI", "1")]
 
 
+CORES = max(1, len(os.sched_getaffinity(0)))
+
+
 class _BuildExt(build_ext):
     """Names the NIXL plugin as libnixl looks for it (libplugin_<NAME>.so),
     not as a Python extension module."""
+
+    def finalize_options(self):
+        # The extensions build side by side (the Cython engine's large unit
+        # beside the plugin and the small ones), a core each.
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = CORES
 
     def get_ext_filename(self, fullname):
         # distutils asks for the full dotted name and for its last part alone
@@ -117,7 +127,7 @@ class _BuildExt(build_ext):
                 return self.compiler.compile([src], output_dir=self.build_temp, macros=ENGINE_MACROS,
                                              include_dirs=incs, extra_postargs=ENGINE_FLAGS)[0]
 
-            with ThreadPoolExecutor(max_workers=max(1, len(os.sched_getaffinity(0)))) as pool:
+            with ThreadPoolExecutor(max_workers=CORES) as pool:
                 objects = list(pool.map(one, engine_sources))
             headers = sorted(glob.glob("src/engine/*/*.h") + glob.glob("src/include/hixl/*.h"))
             for e in self.extensions:
@@ -163,7 +173,7 @@ runpy.run_path(os.path.join(HERE, "tools", "build", "ext_decls.py"), run_name="e
 FLOOR = "hixl_rma.bench._floor"
 floor = Extension(FLOOR, sources=["hixl_rma/bench/_floor.pyx"], language="c++",
                   extra_compile_args=["-O2", "-g0", "-Wall"])
-exts = cythonize([ext, linetrace, record, floor], compiler_directives={"language_level": 3})
+exts = cythonize([ext, linetrace, record, floor], compiler_directives={"language_level": 3}, nthreads=CORES)
 if not hixl_home:
     exts.append(Extension(
         PLUGIN,

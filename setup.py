@@ -23,11 +23,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 hixl_home = os.environ.get("HIXL_HOME")
 ucx_home = os.environ.get("UCX_HOME")
 
-include_dirs = ["hixl_rma"]
+include_dirs = ["hixl_rma", numpy.get_include()]  # numpy: the hot path reads numpy's own arrays directly
 library_dirs = []
 libraries = []
 runtime_dirs = []
-macros = []
+macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
 sources = ["hixl_rma/_engine.pyx"]
 engine_sources = []  # compiled once (_BuildExt), linked into the extension and the plugin
 ucx_source = "none"

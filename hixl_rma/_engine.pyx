@@ -8,6 +8,7 @@ matching :mod:`hixl_rma.ground.errors` exception.
 """
 
 cimport cython
+cimport numpy as cnp
 from cpython.buffer cimport (PyBUF_ANY_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_FillInfo, PyBuffer_Release,
                              PyObject_GetBuffer)
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t, uintptr_t
@@ -21,6 +22,8 @@ from libcpp.vector cimport vector
 import time
 
 import numpy as np
+
+cnp.import_array()
 
 from .ground import config
 from .ground.errors import FAILED, TIMEOUT, ParamError, error_for

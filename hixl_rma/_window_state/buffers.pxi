@@ -134,12 +134,46 @@ _FAST_OPS[:] = [AtomicOp.ADD, AtomicOp.AND, AtomicOp.OR, AtomicOp.XOR, AtomicOp.
                 AtomicOp.ADD]
 
 
+cdef inline int _ndarray_span(object a, bint writable, char **buf, Py_ssize_t *nbytes) noexcept:
+    """numpy's own arrays (the common origin), read from the array itself:
+    a buffer export of one makes numpy format its type string each time.
+    1 with the data and its size for a contiguous array of numbers or bools
+    (writable when asked), which the buffer protocol would export as well;
+    0 for anything else (the caller takes the buffer protocol's path). The
+    caller's reference keeps the memory alive (and an array referenced
+    elsewhere refuses to resize, as one exported does)."""
+    cdef cnp.ndarray arr
+    if not cnp.PyArray_CheckExact(a):
+        return 0
+    arr = <cnp.ndarray>a
+    if cnp.PyArray_TYPE(arr) > cnp.NPY_CLONGDOUBLE:  # objects, strings, records, dates, halves: the protocol's
+        return 0
+    if not (cnp.PyArray_IS_C_CONTIGUOUS(arr) or cnp.PyArray_IS_F_CONTIGUOUS(arr)):
+        return 0
+    if writable and not cnp.PyArray_ISWRITEABLE(arr):
+        return 0
+    buf[0] = <char *>cnp.PyArray_DATA(arr)
+    nbytes[0] = cnp.PyArray_NBYTES(arr)
+    return 1
+
+
 cdef inline char *_int64_ptr(object a, bint writable, bint *unsigned=NULL):
     """Address of a buffer of exactly one 8-byte integer, or NULL;
     ``unsigned`` tells its signedness (MPI's type matching tells them apart)."""
     cdef Py_buffer view
     cdef char *p = NULL
     cdef const char *fmt
+    cdef Py_ssize_t n
+    cdef cnp.ndarray arr
+    if cnp.PyArray_CheckExact(a):
+        arr = <cnp.ndarray>a
+        # as the protocol's format would say: one native-order 8-byte integer (bools are not)
+        if (cnp.PyArray_ITEMSIZE(arr) != 8 or not cnp.PyArray_ISINTEGER(arr) or not cnp.PyArray_ISNOTSWAPPED(arr)
+                or not _ndarray_span(a, writable, &p, &n) or n != 8):
+            return NULL
+        if unsigned != NULL:
+            unsigned[0] = cnp.PyArray_ISUNSIGNED(arr)
+        return p
     if _get_buffer(a, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
                           (PyBUF_WRITABLE if writable else 0)) != 0:
         PyErr_Clear()

@@ -688,43 +688,55 @@ cdef class WindowState:
         cdef uint64_t off
         cdef Py_buffer view
         cdef char *direct
+        cdef char *buf
+        cdef Py_ssize_t nbytes
         cdef TransferOpDesc one
         cdef _Export export = None
+        cdef bint exported = False
         if type(target_rank) is int and target_rank == _PROC_NULL and self.table.n:
             return 1  # MPI.PROC_NULL: nothing moves, the origin is not looked at
         if not self._live() or not self._target_ok(target_rank, &r, write):
             return 0
-        if _get_buffer(origin, &view, PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (0 if write else PyBUF_WRITABLE)) != 0:
-            PyErr_Clear()
-            return 0
-        try:
-            if view.format != NULL and strchr(view.format, b'O') != NULL:
-                return 0  # Python objects: the Python layer refuses them
-            if not self.table.target_offset(target, r, &view, &off):
+        if (target is None or type(target) is int) and _ndarray_span(origin, not write, &buf, &nbytes):
+            # numpy's own array, a displacement: no export (the array is held instead when in flight)
+            if not self.table.offset(target, r, <size_t>nbytes, &off):
                 return 0
-            if view.len == 0:
+        else:
+            if _get_buffer(origin, &view, PyBUF_ANY_CONTIGUOUS | PyBUF_FORMAT | (0 if write else PyBUF_WRITABLE)) != 0:
+                PyErr_Clear()
+                return 0
+            exported = True
+            buf, nbytes = <char *>view.buf, view.len
+        try:
+            if exported and (view.format != NULL and strchr(view.format, b'O') != NULL
+                             or not self.table.target_offset(target, r, &view, &off)):
+                return 0  # Python objects (the Python layer refuses them), or a target spec it parses
+            if nbytes == 0:
                 return 1
             direct = self.table.direct(self.engine, r)
-            if direct != NULL and <size_t>view.len < _SHARED_COPY:
-                if <size_t>view.len >= _NOGIL_COPY:
+            if direct != NULL and <size_t>nbytes < _SHARED_COPY:
+                if <size_t>nbytes >= _NOGIL_COPY:
                     with nogil:
-                        _copy(direct + off, <char *>view.buf, <size_t>view.len, write)
+                        _copy(direct + off, buf, <size_t>nbytes, write)
                 else:
-                    _copy(direct + off, <char *>view.buf, <size_t>view.len, write)
+                    _copy(direct + off, buf, <size_t>nbytes, write)
                 return 1
-            one.local_addr = <uintptr_t>view.buf
+            one.local_addr = <uintptr_t>buf
             one.remote_addr = self.table.base[r] + off
-            one.len = <size_t>view.len
+            one.len = <size_t>nbytes
             if self._post(r, WRITE if write else READ, &one, 1, MEM_HOST, False, None, "Put" if write else "Get"):
-                # The engine still reads (or fills) the origin: the export
-                # moves into what r's flush releases, not released here.
-                export = _Export.__new__(_Export)
-                export.view = view
-                export.held = True
-                (<list>self.table.pending[r]).append(export)
+                # The engine still reads (or fills) the origin: the export (or
+                # the array) moves into what r's flush releases.
+                if exported:
+                    export = _Export.__new__(_Export)
+                    export.view = view
+                    export.held = True
+                    (<list>self.table.pending[r]).append(export)
+                else:
+                    (<list>self.table.pending[r]).append(origin)
             return 1
         finally:
-            if export is None:
+            if exported and export is None:
                 PyBuffer_Release(&view)
 
     cpdef bint atomic(self, object origin, object compare, object result, object target_rank,

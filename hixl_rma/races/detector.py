@@ -159,6 +159,7 @@ class Detector:
         self.ranges = []  # (lo, hi, WinInfo, target world rank) of memory this process can load/store
         self.mutex = threading.RLock()
         self.finished = None
+        self.watch = None  # report._Watch: failure notices heard while running (made by report.look)
         # Loads and stores of window memory made under no lock of it (see touch): pending until
         # their thread's next synchronization that does not depend on an order of locks or atomics
         # (a barrier, a message, a Fence, PSCW, a notification), which completes them.

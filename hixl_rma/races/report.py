@@ -72,10 +72,9 @@ class _Watch:
 
 
 def _watch(det):
-    w = getattr(det, "watch", None)
-    if w is None:
-        w = det.watch = _Watch()
-    return w
+    if det.watch is None:
+        det.watch = _Watch()
+    return det.watch
 
 
 def look(det):

@@ -64,6 +64,12 @@ Worker::Worker(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
   }
 }
 
+void Worker::Unpark() {
+  if (!parked_.load(std::memory_order_seq_cst)) return;
+  std::lock_guard<std::mutex> lk(park_mu_);
+  park_cv_.notify_one();
+}
+
 Worker::~Worker() {
   if (h_ != nullptr) ucp_worker_destroy(h_);
 }

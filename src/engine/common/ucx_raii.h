@@ -60,6 +60,10 @@ class Worker {
   /** @brief WaitRequest on this worker, counted as a caller waiting (see ParkWhileCallersWait). */
   template <typename Abort>
   ucs_status_t Wait(void *req, std::chrono::steady_clock::time_point deadline, Abort &&abort);
+  /** @brief Progress this worker until `done()`, counted as a caller waiting; UCS_OK, or abort()'s status, or
+   *         UCS_ERR_TIMED_OUT. */
+  template <typename Done, typename Abort>
+  ucs_status_t WaitUntil(Done &&done, std::chrono::steady_clock::time_point deadline, Abort &&abort);
 
   /**
    * @brief The calling thread is one of the engine's own (the copy thread):
@@ -72,9 +76,12 @@ class Worker {
   /** @brief Callers inside Wait() now. */
   int callers_waiting() const { return waiting_.load(std::memory_order_seq_cst); }
 
+  /** @brief Wake the progress thread if it is parked (a caller is about to sleep on what it delivers). */
+  void Unpark();
+
   /** @brief For the progress thread: sleep until no caller waits, `stop()` is true, or `max` passed. */
   template <typename Stop>
-  void ParkWhileCallersWait(std::chrono::milliseconds max, Stop &&stop);
+  void ParkWhileCallersWait(std::chrono::microseconds max, Stop &&stop);
 
  private:
   std::shared_ptr<Context> ctx_;
@@ -161,6 +168,15 @@ class RemoteKey {
   std::shared_ptr<Endpoint> ep_;
   ucp_rkey_h h_ = nullptr;
 };
+
+/**
+ * @brief Progress the worker in this thread until `done()`: spins briefly,
+ *        then yields, then sleeps in growing steps (BackoffSleep).
+ * @return UCS_OK, abort()'s first non-OK value, or UCS_ERR_TIMED_OUT.
+ */
+template <typename Done, typename Abort>
+ucs_status_t ProgressUntil(ucp_worker_h w, Done &&done, std::chrono::steady_clock::time_point deadline,
+                           Abort &&abort);
 
 /**
  * @brief Wait for a UCX request by progressing the worker in this thread.

@@ -219,6 +219,7 @@ Status ControlPlane::WaitNotifies(int32_t timeout_ms) {
   if (!started()) return Fail(FAILED, "WaitNotifies: engine is not initialized");
   // The progress thread receives (the inbox's handler) and signals; with a caller
   // asleep here it is the only one progressing the worker, as it should be.
+  worker_->Unpark();  // parked after a caller's wait, it would deliver a step late
   inbox_.Wait(timeout_ms);
   return SUCCESS;
 }

@@ -18,7 +18,9 @@ namespace {
 constexpr uint64_t kIdUcx = 1, kIdWake = 2;
 constexpr int kMaxEvents = 64;
 constexpr int kEpollWaitMs = 100;
-constexpr auto kParkStep = std::chrono::milliseconds(1);
+/// Callers leaving a wait do not wake the parked thread (Worker::WaitUntil):
+/// it resumes within this of the last one leaving.
+constexpr auto kParkStep = std::chrono::microseconds(200);
 /// However busy the worker keeps it, the progress thread serves the control
 /// sockets (accepts, handshakes, tables, acks, the sweep) this often.
 constexpr auto kControlEvery = std::chrono::milliseconds(1);
@@ -57,7 +59,10 @@ void EventLoop::Start(Handler &handler, std::chrono::microseconds poll_us) {
 
 bool EventLoop::Stop() {
   bool was = running_.exchange(false);
-  if (was) Wake();
+  if (was) {
+    Wake();
+    if (worker_) worker_->Unpark();
+  }
   if (thread_.joinable()) thread_.join();
   return was;
 }

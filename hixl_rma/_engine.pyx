@@ -87,7 +87,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
     cdef struct Stats:
         uint64_t bytes_written, bytes_read, transfer_ops, direct_ops, atomic_ops
         uint64_t notifies_sent, notifies_received, table_refreshes, regions, endpoints, accepted
-        uint64_t vectored_ops, vectored_calls, peer_lookups
+        uint64_t vectored_ops, vectored_calls, peer_lookups, target_atomics_asked, target_atomics_served
     cdef struct PeerStats:
         uint64_t bytes_written, bytes_read, ops, answers_held, detached
         uint32_t bulk_lane
@@ -996,7 +996,8 @@ cdef class Engine:
                     direct_ops=s.direct_ops, atomic_ops=s.atomic_ops, notifies_sent=s.notifies_sent,
                     notifies_received=s.notifies_received, table_refreshes=s.table_refreshes,
                     regions=s.regions, endpoints=s.endpoints, accepted=s.accepted,
-                    vectored_ops=s.vectored_ops, vectored_calls=s.vectored_calls, peer_lookups=s.peer_lookups)
+                    vectored_ops=s.vectored_ops, vectored_calls=s.vectored_calls, peer_lookups=s.peer_lookups,
+                    target_atomics_asked=s.target_atomics_asked, target_atomics_served=s.target_atomics_served)
 
     def telemetry(self):
         """The engine's telemetry (option Telemetry) as a dict: ``enabled``, ``total`` and ``peers``

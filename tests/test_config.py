@@ -85,3 +85,13 @@ def test_bad_notify_batch_setting_is_named(monkeypatch, value):
         config.notify_batch()
     monkeypatch.setenv("HIXL_RMA_NOTIFY_BATCH", "16")
     assert config.notify_batch() == 16
+
+
+@pytest.mark.parametrize("value", ["yes", "targets"])
+def test_bad_target_atomics_setting_is_named(monkeypatch, value):
+    monkeypatch.setenv("HIXL_RMA_TARGET_ATOMICS", value)
+    with pytest.raises(hixl_rma.ParamError, match=f"HIXL_RMA_TARGET_ATOMICS must be auto, target or origin, "
+                                                  f"got '{value}'"):
+        config.target_atomics()
+    monkeypatch.setenv("HIXL_RMA_TARGET_ATOMICS", " Target")
+    assert config.target_atomics() == "target"

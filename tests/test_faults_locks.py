@@ -91,3 +91,80 @@ def test_dead_rank_in_lock_all(tmp_path, tls):
         # Free tears the window down (and says a rank is dead), Finalize returns
         assert got["Free"][0] == "PeerFailure" and got["Free"][1] < 1.5 and got["freed"][0] == "True", out
         assert got["Finalize"][0] in ("PeerFailure", "OK") and got["Finalize"][1] < slack, out
+
+
+ACC_SCRIPT = textwrap.dedent(r'''
+    import os, signal, sys, time
+    import numpy as np
+    from mpi4py import MPI
+    import hixl_rma
+    from hixl_rma import Win
+    from hixl_rma.window import ctrl as CTRL
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    VICTIM, N = 2, 50
+    hixl_rma.Init()
+
+    log = open(f"{sys.argv[1]}.{rank}", "w")
+
+    def out(name, *words):
+        print("RESULT", f"{name}@{rank}", *words, file=log, flush=True)
+
+''') + procutil.ATTEMPT + textwrap.dedent(r'''
+
+    buf = np.zeros(8, np.int64)
+    win = Win.Create(buf, disp_unit=8, comm=comm)
+    out("acc_locked", str(win._core.targets[0].acc_locked), "0")
+    if rank == 0:  # the victim's hold of rank 0's accumulate lock word (its world rank + 1)
+        win._core.ctrl64[CTRL.ACC // 8] = VICTIM + 1
+    comm.Barrier()
+    if rank == VICTIM:
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(0.3)
+    if rank == 1:
+        def fops():
+            one, res = np.ones(1, np.int64), np.zeros(1, np.int64)
+            win.Lock(0, hixl_rma.LOCK_SHARED)
+            for i in range(N):
+                win.Fetch_and_op(one, res, 0, 0, hixl_rma.SUM)
+                if res[0] != i:
+                    raise AssertionError(f"fetched {res[0]}, not {i}")
+            win.Notify(0, 7)
+            win.Unlock(0)
+
+        attempt("fetch_and_op", fops)
+        out("asked", str(win._core.engine.stats()["target_atomics_asked"]), "0")
+    else:
+        attempt("wait", lambda: win.Wait_notify(7, source=1))
+        out("data", "OK" if buf[0] == N and win._core.ctrl64[CTRL.ACC // 8] == 0 else
+            f"BAD:{buf[0]},{win._core.ctrl64[CTRL.ACC // 8]}", "0")
+    print("DONE", rank, file=log, flush=True)
+    os._exit(0)
+''')
+
+
+@needs_hydra
+@pytest.mark.parametrize("by", ["target", "origin"])
+def test_dead_holder_of_an_accumulate_lock(tmp_path, by):
+    """A rank dies holding rank 0's accumulate lock word: the atomics of a
+    survivor still complete, exactly once each, whoever makes them
+    (HIXL_RMA_TARGET_ATOMICS): rank 0's engine finds the word held and
+    answers BUSY, the origin then takes it the slow way, breaking the dead
+    rank's hold."""
+    script = tmp_path / "acc.py"
+    script.write_text(ACC_SCRIPT)
+    env = _env(HIXL_RMA_TARGET_ATOMICS=by)
+    rc, out = procutil.run([MPIEXEC, "-disable-auto-cleanup", "-n", "3", "bash", "-c", WRAPPER, "wrapper",
+                            sys.executable, str(script), str(tmp_path / "out")], env, 60)
+    out += "".join((tmp_path / f"out.{r}").read_text() for r in (0, 1) if (tmp_path / f"out.{r}").exists())
+    assert "DONE 0" in out and "DONE 1" in out, f"a survivor did not finish (rc {rc}):\n{out}"
+    res = _results(out)
+    if res["acc_locked@0"][0] != "True":
+        pytest.skip("Create windows are not under the accumulate lock here (no same-node mapping)")
+    assert res["fetch_and_op@1"][0] == "OK", out
+    assert res["fetch_and_op@1"][1] < TIMEOUT_MS / 1000 + 2, out
+    assert res["wait@0"][0] == "OK" and res["data@0"][0] == "OK", out
+    # the first found the word held (BUSY), the others went to rank 0's engine
+    assert res["asked@1"][0] == ("49" if by == "target" else "0"), out

@@ -22,14 +22,12 @@ import hixl_rma
 from hixl_rma import WRITE
 from hixl_rma.ground.errors import HixlError, ParamError, UnsupportedError
 
-from test_security import fields  # the control protocol's length-prefixed fields
+from test_security import HEADER, MAGIC, VERSION, fields  # the control protocol's frames and fields
 
 pytestmark = pytest.mark.timeout(120)
 
 TOKEN = b"lifecycle-token-0123456789abcdef"
-MAGIC, VERSION = 0x4D525848, 3
 HELLO, HELLO_OK, REJECT, TABLE_REQ, TABLE_RESP, INVALIDATE, INVALIDATE_ACK, BYE, CHALLENGE, PROOF = range(1, 11)
-HEADER = struct.Struct("<IHHIIQ")
 
 
 def _direct():

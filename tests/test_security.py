@@ -8,7 +8,7 @@ frame header, never a byte of the memory table or of the memory, nothing is
 written, and the engine keeps serving its real peer.
 
 Frame format (src/engine/common/wire.h), little-endian: u32 magic 0x4d525848
-("HXRM"), u16 version 3, u16 type, u32 payload length, u32 reserved, u64
+("HXRM"), u16 version 4, u16 type, u32 payload length, u32 reserved, u64
 request id; a field is u32-length-prefixed bytes. Handshake (auth.h): HELLO
 (client nonce, client name, client id) -> CHALLENGE (server nonce, server id,
 server proof) -> PROOF (client proof) -> HELLO_OK or REJECT; a proof is
@@ -39,7 +39,7 @@ from support import procutil
 
 pytestmark = pytest.mark.timeout(120)
 
-MAGIC, VERSION = 0x4D525848, 3
+MAGIC, VERSION = 0x4D525848, 4
 HELLO, HELLO_OK, REJECT, TABLE_REQ, TABLE_RESP, INVALIDATE, INVALIDATE_ACK, BYE, CHALLENGE, PROOF = range(1, 11)
 HEADER = struct.Struct("<IHHIIQ")
 TOKEN = "a3f9c2d1e8b7a6f5a3f9c2d1e8b7a6f5"

@@ -46,3 +46,76 @@ cdef class _AccLock:
         """Let go; False: the hold was not this rank's any more (broken)."""
         cdef uint64_t expected = self.owner
         return __atomic_compare_exchange_n(lock, &expected, 0, False, __ATOMIC_RELEASE, __ATOMIC_RELAXED)
+
+
+# The choice between the two ways of an 8-byte atomic on a target whose
+# accumulates go under its lock word: this rank takes the word and makes the
+# atomic with two system calls (get, put), which needs nothing of the
+# target; or the target's engine makes it (an active message its progress
+# thread answers, TargetAtomicTo), which is faster while that thread polls
+# (it does for a while after each piece of work) and slower when it must be
+# woken first or waits for a core. Both take the same word, so every mix is
+# atomic. A run of atomics to one target coming close together (each within
+# _BURST_NS of the last) is what keeps the thread polling: after _FIRST_TRY
+# of them this rank tries the target's way, and keeps it while answers come
+# within _FAST_NS; two slow answers in a row send it back, and the next try
+# then waits for twice as long a run (at most _MAX_TRY). A wrong guess costs
+# those two slow answers: a thread wake-up each, a scheduler time slice at
+# worst.
+cdef int64_t _BURST_NS = 100000
+cdef int64_t _FAST_NS = 20000
+cdef uint32_t _FIRST_TRY = 32
+cdef uint32_t _MAX_TRY = 65536
+
+
+@cython.final
+cdef class _AtomicPath:
+    """Per target: which way its 8-byte atomics go (see above)."""
+    cdef vector[uint8_t] mode     # _BY_LOCK, _BY_TARGET, _ALWAYS (by the target, chosen), _NEVER (by lock)
+    cdef vector[uint32_t] run     # atomics by lock in the current run
+    cdef vector[uint32_t] need    # the run that makes the next try
+    cdef vector[uint32_t] slow    # slow answers in a row
+    cdef vector[int64_t] last     # when the last atomic by lock started
+
+    cdef void resize(self, Py_ssize_t n, uint8_t first):
+        self.mode.assign(n, first)
+        self.run.assign(n, 0)
+        self.need.assign(n, _FIRST_TRY)
+        self.slow.assign(n, 0)
+        self.last.assign(n, 0)
+
+    cdef inline bint by_target(self, Py_ssize_t r) noexcept nogil:
+        """Whether the next atomic to r goes the target's way (counts it in a run when it does not)."""
+        cdef int64_t now
+        if self.mode[r] != _BY_LOCK:
+            return self.mode[r] == _BY_TARGET or self.mode[r] == _ALWAYS
+        now = hixl_now_ns()
+        self.run[r] = self.run[r] + 1 if now - self.last[r] < _BURST_NS else 1
+        self.last[r] = now
+        if self.run[r] < self.need[r]:
+            return False
+        self.mode[r] = _BY_TARGET
+        self.slow[r] = 0
+        return True
+
+    cdef inline void answered(self, Py_ssize_t r, int64_t ns) noexcept nogil:
+        """The target's engine answered after ``ns``."""
+        if ns <= _FAST_NS or self.mode[r] == _ALWAYS:
+            self.slow[r] = 0
+            self.need[r] = _FIRST_TRY
+            return
+        self.slow[r] += 1
+        if self.slow[r] >= 2:
+            self.mode[r] = _BY_LOCK
+            self.run[r] = 0
+            self.need[r] = min(2 * self.need[r], _MAX_TRY)
+
+    cdef inline void never(self, Py_ssize_t r) noexcept nogil:
+        self.mode[r] = _NEVER
+
+
+cdef uint8_t _BY_LOCK = 0
+cdef uint8_t _BY_TARGET = 1
+cdef uint8_t _NEVER = 2
+cdef uint8_t _ALWAYS = 3
+_ATOMIC_PATHS = {"auto": _BY_LOCK, "origin": _NEVER, "target": _ALWAYS}

@@ -48,6 +48,12 @@ cdef extern from *:
     #include <sched.h>
     #include <time.h>
 
+    static inline int64_t hixl_now_ns(void) {
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    }
+
     static inline double hixl_now_s(void) {
       struct timespec ts;
       clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -74,6 +80,7 @@ cdef extern from *:
     }
     """
     double hixl_now_s() nogil
+    int64_t hixl_now_ns() nogil
     void hixl_pause_ms(int ms) nogil
     void hixl_relax(int tries) nogil
 

@@ -40,6 +40,7 @@ cdef class WindowState:
     cdef _Epochs epochs
     cdef _LockWords locks_
     cdef _AccLock acc_lock
+    cdef _AtomicPath apath
     cdef _Held held
     cdef _FenceBarrier fence_
 
@@ -54,14 +55,17 @@ cdef class WindowState:
         self.epochs = _Epochs.__new__(_Epochs)
         self.locks_ = _LockWords.__new__(_LockWords)
         self.acc_lock = _AccLock.__new__(_AccLock)
+        self.apath = _AtomicPath.__new__(_AtomicPath)
         self.held = _Held.__new__(_Held)
         self.fence_ = _FenceBarrier.__new__(_FenceBarrier)
 
     def set_targets(self, Engine engine, object connector, metas, world_ranks, Py_ssize_t comm_rank,
-                    uint64_t acc_owner, bint dynamic):
+                    uint64_t acc_owner, bint dynamic, str atomics="auto"):
         """Fill the table from every rank's creation record (winmeta.Meta),
         the ranks' world ranks and this rank's place; ``connector(world
-        rank)`` connects to a rank and gives its engine address."""
+        rank)`` connects to a rank and gives its engine address. ``atomics``:
+        who makes the atomics on targets under their accumulate lock
+        (HIXL_RMA_TARGET_ATOMICS: auto, origin or target)."""
         self.engine = engine
         self.comm_rank = comm_rank
         self.acc_lock.owner = acc_owner
@@ -69,6 +73,7 @@ cdef class WindowState:
         n = self.table.n
         self.epochs.resize(n)
         self.locks_.resize(n, comm_rank)
+        self.apath.resize(n, _ATOMIC_PATHS[atomics])
         self.held.resize(n, f"{self.key}:n/{acc_owner - 1}".encode())
         self.targets = [Target.view(self, i) for i in range(n)]
         self.me = self.targets[comm_rank]
@@ -767,8 +772,9 @@ cdef class WindowState:
         if not self.table.offset(target_disp, r, 8, &off) or (self.table.base[r] + off) % 8:
             return False
         if self.table.acc_locked[r]:
-            if self._ctrl(r) == NULL or not self._locked_atomic(r, off, code, value, cmp, &old):
-                return False
+            if not (r != self.comm_rank and self.apath.by_target(r) and self._target_atomic(r, off, code, value, cmp, &old)):
+                if self._ctrl(r) == NULL or not self._locked_atomic(r, off, code, value, cmp, &old):
+                    return False
             if result is not None:
                 _int64_store(result, old)
             return True
@@ -828,6 +834,43 @@ cdef class WindowState:
                 t.drop_peer(r)
             self._raise(st, what, r, f" (8 bytes at target offset {off})")
         return 0
+
+    cdef bint _target_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,
+                             uint64_t *old) except? 0:
+        """One 8-byte atomic on r's memory made by r's engine under r's
+        accumulate lock word (_AtomicPath). False, with nothing done, when
+        the word was held (the lock path waits its turn) or r's engine does
+        not make atomics."""
+        cdef Status st
+        cdef cpp_bool busy = False
+        cdef int32_t tmo = _timeout(None)
+        cdef int64_t t0
+        cdef _Table t = self.table
+        cdef PeerRef *p
+        cdef uintptr_t addr = t.base[r] + off, lock = t.ctrl_addr[r] + _CTRL_ACC
+        cdef uint64_t v = 0 if code == C_NOOP else value
+        cdef AtomicOp aop = _FAST_OPS[code]
+        t.connect(r)
+        p = t.peer(self.engine, r, self.priority)
+        if p == NULL:
+            self.apath.never(r)
+            return False
+        self._enter()
+        with nogil:
+            t0 = hixl_now_ns()
+            st = TargetAtomicTo(self.engine._h[0], p, aop, addr, v, cmp, lock, self.acc_lock.owner, old, busy, tmo)
+            t0 = hixl_now_ns() - t0
+        self.engine._calls -= 1
+        if st == 103905U or st == 103900U:  # UNSUPPORTED (vendor HIXL), PARAM_INVALID (refused): the lock path
+            self.apath.never(r)
+            return False
+        if st != 0:
+            t.drop_peer(r)
+            # Raised, never redone: the atomic may have been made.
+            self._raise(st, "accumulate (made by the target's engine under its accumulate lock)", r,
+                        f" (8 bytes at target offset {off})")
+        self.apath.answered(r, t0)
+        return not busy
 
     cdef bint _locked_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,
                              uint64_t *old) except? 0:

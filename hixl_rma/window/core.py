@@ -18,6 +18,7 @@ from mpi4py import MPI
 from hixl_rma import _engine
 from hixl_rma.buffers.datatypes import as_buffer, clip_blocks, target_blocks
 from hixl_rma.buffers.device import is_device, with_cai
+from hixl_rma.ground import config
 from hixl_rma.ground import constants as C
 from hixl_rma.ground import priority as _priority
 from hixl_rma.ground.errors import (
@@ -102,6 +103,7 @@ class WindowCore(_engine.WindowState):
                                                self.info.get("alloc_shared_noncontig") == "true")
             if error is not None:
                 raise error
+            atomics_by = config.target_atomics()  # a bad value fails here, where creation reports it to all
             base, size = self._expose(memory)
             self.ctrl_handle, self.ctrl = _alloc(self.engine, CTRL.nbytes(self.comm.size))
             self.ctrl64 = self.ctrl.view(np.uint64)
@@ -140,7 +142,7 @@ class WindowCore(_engine.WindowState):
             self.key = f"w{self.comm.world_ranks[0]}.{metas[0].seq}"
             # dynamic: absolute displacements, never the hot path
             self.set_targets(self.engine, st.connect, metas, self.comm.world_ranks, self.comm.rank, st.rank + 1,
-                             flavor == C.WIN_FLAVOR_DYNAMIC)
+                             flavor == C.WIN_FLAVOR_DYNAMIC, atomics_by)
             self.set_ctrl(self.comm.rank, self.ctrl.ctypes.data, self.ctrl)
             st.window_made(self)
         finally:

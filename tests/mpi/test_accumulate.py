@@ -5,6 +5,7 @@ lock), element-wise atomic snapshots with NO_OP, bad input, and the
 request-based forms.
 """
 import itertools
+import time
 
 import numpy as np
 import pytest
@@ -208,6 +209,77 @@ def test_every_path_of_an_accumulate_is_atomic_with_the_others(comm, rank, size,
     final = comm.bcast(mem[:2].tolist() if rank == 0 else None, root=0)
     win.Free()
     assert final == [3 * size * (K // 4), 2 * size * (K // 4)]
+
+
+@pytest.mark.core
+def test_atomics_by_the_target_and_by_the_origin_mix(comm, rank, size, monkeypatch):
+    """Each rank picks its own way (HIXL_RMA_TARGET_ATOMICS) for its 8-byte
+    atomics on rank 0's Create window: rank 1 has rank 0's engine make them
+    under rank 0's accumulate lock word, rank 0 makes its own under that
+    word, rank 2 lets each run of atomics choose; every rank also adds two
+    elements at once (the Python layer, under the same word). Nothing is
+    lost, each origin's fetches increase, and rank 0's engine made the
+    atomics of the rank that asked it to (all but those that found the word
+    held, which that rank then made itself), none of rank 0's, and as many
+    as its origins counted."""
+    way = {0: "origin", 1: "target"}.get(rank, "auto")
+    monkeypatch.setenv("HIXL_RMA_TARGET_ATOMICS", way)
+    win, mem = _window("create", 2, np.int64, comm)
+    if not win._core.targets[0].acc_locked:
+        win.Free()
+        pytest.skip("rank 0's window is not under its accumulate lock (ranks on several hosts)")
+    one, two, res = np.ones(1, np.int64), np.ones(2, np.int64), np.zeros(1, np.int64)
+    rounds = 4 * K
+    fetched = np.empty(rounds, np.int64)
+    stats = win._core.engine.stats
+    before = stats()["target_atomics_asked"], stats()["target_atomics_served"]
+    win.Lock_all()
+    for i in range(rounds):
+        win.Fetch_and_op(one, res, 0, 0, hixl_rma.SUM)
+        fetched[i] = res[0]
+        if i % 8 == 0:
+            win.Accumulate(two, 0, (0, 2, MPI.INT64_T), hixl_rma.SUM)
+    win.Unlock_all()
+    barrier(comm)
+    made = stats()["target_atomics_asked"] - before[0]
+    served = stats()["target_atomics_served"] - before[1]
+    made_all = comm.allreduce(made)
+    final = comm.bcast(mem[:2].tolist() if rank == 0 else None, root=0)
+    win.Free()
+    assert final == [size * (rounds + rounds // 8), size * (rounds // 8)]
+    assert (np.diff(fetched) > 0).all()
+    if rank == 0:
+        assert served == made_all, f"rank 0 made {served} atomics, its origins counted {made_all}"
+    if way == "target":
+        assert rounds // 2 < made <= rounds, f"rank {rank}: {made} of {rounds} atomics made by the target's engine"
+    elif way == "origin":
+        assert made == 0, f"rank {rank}: {made} atomics made by the target's engine"
+
+
+@pytest.mark.core
+@pytest.mark.parametrize("by", ["target", "auto"])
+def test_a_sleeping_target_serves_atomics(comm, rank, size, monkeypatch, by):
+    """Rank 0's engine makes the atomics of the other ranks while rank 0
+    sleeps, in no library call (its progress thread answers them); a bad
+    setting is refused at creation by every rank, the window not made."""
+    monkeypatch.setenv("HIXL_RMA_TARGET_ATOMICS", "sometimes")
+    with pytest.raises(ParamError, match="HIXL_RMA_TARGET_ATOMICS must be auto, target or origin"):
+        Win.Create(np.zeros(2, np.int64), 8, comm=comm)
+    monkeypatch.setenv("HIXL_RMA_TARGET_ATOMICS", by)
+    win, mem = _window("create", 2, np.int64, comm)
+    rounds = 2 * K
+    if rank == 0:
+        time.sleep(0.5)
+    else:
+        one, res = np.ones(1, np.int64), np.zeros(1, np.int64)
+        win.Lock(0, hixl_rma.LOCK_SHARED)
+        for _ in range(rounds):
+            win.Fetch_and_op(one, res, 0, 0, hixl_rma.SUM)
+        win.Unlock(0)
+    barrier(comm)
+    final = comm.bcast(int(mem[0]) if rank == 0 else None, root=0)
+    win.Free()
+    assert final == (size - 1) * rounds
 
 
 @pytest.mark.core

@@ -18,6 +18,9 @@ using Deadline = Clock::time_point;
 
 /** The UCX active-message id of notifications (SendNotify). */
 constexpr unsigned kNotifyAmId = 0x48;
+/** The UCX active-message ids of atomics made by the target's engine (target_atomics.h): request, reply. */
+constexpr unsigned kTargetAtomicAmId = 0x49;
+constexpr unsigned kTargetAtomicReplyAmId = 0x4a;
 
 /** The time point ``ms`` milliseconds from now (a negative ``ms``: now). */
 inline Deadline DeadlineIn(int32_t ms) {
@@ -45,7 +48,8 @@ class LazyDeadline {
 };
 
 constexpr uint32_t kMagic = 0x4d525848U;  // "HXRM"
-constexpr uint16_t kVersion = 3;  // 2: mutual challenge-response, region ids; 3: engine ids in the proofs
+constexpr uint16_t kVersion = 4;  // 2: mutual challenge-response, region ids; 3: engine ids in the proofs;
+                                  // 4: atomics made by the target (its engine must answer them)
 /** Frames before authentication are tiny: a stranger cannot make us buffer much. */
 constexpr uint32_t kMaxHelloPayload = 4096;
 constexpr uint32_t kMaxPayload = 64U << 20;

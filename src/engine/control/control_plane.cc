@@ -40,6 +40,8 @@ Status ControlPlane::Start(const HostPort &local) {
   PrepareEndpointConfig();
   ucs_status_t us = inbox_.Attach(worker_->get());
   if (us != UCS_OK) return FromUcs(us, "cannot install the notify handler");
+  us = atomics_.Attach(worker_->get(), &registry_);
+  if (us != UCS_OK) return FromUcs(us, "cannot install the handlers of atomics made by the target");
 
   Status st = loop_.Open(worker_);
   if (st != SUCCESS) return st;
@@ -110,7 +112,10 @@ void ControlPlane::Stop() {
   inbox_.Clear();
   // The worker may outlive this plane (an endpoint a late call still
   // holds progresses it while closing): no notify may reach us after this.
-  if (worker_) NotifyInbox::Detach(worker_->get());
+  if (worker_) {
+    NotifyInbox::Detach(worker_->get());
+    TargetAtomics::Detach(worker_->get());
+  }
   worker_.reset();
   listen_address_.clear();
 }
@@ -230,6 +235,8 @@ void ControlPlane::AddStats(ext::Stats &s) {
   s.regions = registry_.count();
   s.accepted += acceptor_.authed();
   s.endpoints = connector_.count();
+  s.target_atomics_asked = atomics_.asked();
+  s.target_atomics_served = atomics_.served();
 }
 
 }  // namespace engine

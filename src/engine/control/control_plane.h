@@ -44,6 +44,7 @@
 #include "hixl/hixl_ext.h"
 #include "hixl/hixl_types.h"
 #include "control/notify_inbox.h"
+#include "control/target_atomics.h"
 #include "common/options.h"
 #include "common/peer.h"
 #include "control/region_registry.h"
@@ -112,6 +113,9 @@ class ControlPlane : private EventLoop::Handler {
   /** @brief Populate the peer segments mapped so far now, in this thread, until `deadline` at most (see Prefaulter). */
   void PopulateMapped(Deadline deadline) { connector_.PopulateMapped(deadline); }
 
+  /** @brief Atomics made by the targets' engines, asked from here (and served here for peers). */
+  TargetAtomics &target_atomics() { return atomics_; }
+
   /** @brief Take every notify received so far (progressing the worker once first). */
   Status GetNotifies(std::vector<NotifyDesc> &notifies);
   /** @brief Notifies received from the engine of this (proven) id so far; kNotifiesUnattributed for "". */
@@ -135,6 +139,7 @@ class ControlPlane : private EventLoop::Handler {
   Acceptor acceptor_{options_, loop_, registry_};
   Connector connector_;
   NotifyInbox inbox_;
+  TargetAtomics atomics_;
 };
 
 }  // namespace engine

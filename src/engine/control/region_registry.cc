@@ -18,6 +18,16 @@ MemHandle RegionRegistry::Add(std::unique_ptr<LocalRegion> region) {
   return handle;
 }
 
+bool RegionRegistry::HostWord(uintptr_t addr) const {
+  // A scan: the registry holds a window's few regions, and this answers
+  // atomics only (NIXL's many registrations take no atomics).
+  for (const auto &kv : regions_) {
+    const LocalRegion &r = *kv.second;
+    if (r.type == MEM_HOST && r.addr() <= addr && r.len() >= 8 && addr - r.addr() <= r.len() - 8) return true;
+  }
+  return false;
+}
+
 Status RegionRegistry::Register(const std::shared_ptr<Context> &ctx, const MemDesc &mem, MemType type,
                                 MemHandle &handle) {
   if (mem.addr == 0 || mem.len == 0) return Fail(PARAM_INVALID, "RegisterMem: null address or zero length");

@@ -80,6 +80,20 @@ class RegionRegistry {
 
   /** @brief The table as peers read it: {count, then per region id, addr, len, type, allocated, packed rkey}. */
   std::string EncodeTable();
+  /**
+   * @brief Run `f()` with the registry locked when the 8-byte words at `a`
+   *        and `b` each lie in a host region of the table (so neither is
+   *        withdrawn, nor unmapped, until f returns); false, without f, when
+   *        one does not. `f` must not call into the registry.
+   */
+  template <typename F>
+  bool WithHostWords(uintptr_t a, uintptr_t b, F &&f) {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (!HostWord(a) || !HostWord(b)) return false;
+    f();
+    return true;
+  }
+
   /** @brief Regions registered and not yet handed over (in the table, or being withdrawn). */
   size_t count();
   /** @brief Drop every region (the engine stops: no peer is left to reach them); ids are not reused after. */
@@ -93,6 +107,8 @@ class RegionRegistry {
     bool adopted = false;  ///< the engine finishes it (Adopt)
   };
   MemHandle Add(std::unique_ptr<LocalRegion> region);
+  /** @brief Whether [addr, addr + 8) lies in a host region of the table (mu_ held). */
+  bool HostWord(uintptr_t addr) const;
 
   std::mutex mu_;  ///< a leaf: guards everything below
   std::map<MemHandle, std::unique_ptr<LocalRegion>> regions_;

@@ -437,6 +437,23 @@ Status DataPlane::AtomicPeer(const PeerPtr &peer, ext::AtomicOp op, uintptr_t ad
   return SUCCESS;
 }
 
+Status DataPlane::TargetAtomicPeer(const PeerPtr &peer, ext::AtomicOp op, uintptr_t addr, uint64_t value,
+                                   uint64_t compare, uintptr_t lock, uint64_t owner, uint64_t *result, bool &busy,
+                                   int32_t timeout_ms) {
+  busy = false;
+  Status st = CheckPeer(peer);
+  if (st != SUCCESS) return st;
+  if (addr % 8 != 0 || lock % 8 != 0)
+    return Fail(PARAM_INVALID, "atomic: " + Range(addr, 8) + " or its lock word is not 8-byte aligned");
+  if (owner == 0) return Fail(PARAM_INVALID, "atomic made by the target: the owner written to its lock word is 0");
+  uint64_t old = 0;
+  st = control_.target_atomics().Ask(peer, op, addr, value, compare, lock, owner, old, busy, DeadlineIn(timeout_ms));
+  if (st != SUCCESS || busy) return st;
+  ++peer->ops;
+  if (result != nullptr) *result = old;
+  return SUCCESS;
+}
+
 Status DataPlane::RemotePtr(const std::string &remote, uintptr_t addr, size_t len, void *&ptr, void **pin) {
   PeerPtr peer;
   Status st = LookupPeer(remote, peer);

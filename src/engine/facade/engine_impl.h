@@ -115,6 +115,11 @@ class HixlImpl {
                     uint64_t *result, int32_t timeout_ms) {
     return data_.AtomicPeer(peer, op, addr, value, compare, result, timeout_ms);
   }
+  Status TargetAtomicPeer(const engine::PeerPtr &peer, ext::AtomicOp op, uintptr_t addr, uint64_t value,
+                          uint64_t compare, uintptr_t lock, uint64_t owner, uint64_t *result, bool &busy,
+                          int32_t timeout_ms) {
+    return data_.TargetAtomicPeer(peer, op, addr, value, compare, lock, owner, result, busy, timeout_ms);
+  }
   Status TransferAsyncPeer(const engine::PeerPtr &peer, TransferOp op, engine::DescSpan descs, TransferReq &req) {
     return data_.TransferAsyncPeer(peer, op, descs, req);
   }

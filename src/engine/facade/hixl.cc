@@ -265,6 +265,18 @@ Status AtomicTo(Hixl &e, PeerRef *peer, AtomicOp op, uintptr_t remote_addr, uint
                  &peer->peer->telemetry);
 }
 
+Status TargetAtomicTo(Hixl &e, PeerRef *peer, AtomicOp op, uintptr_t remote_addr, uint64_t value, uint64_t compare,
+                      uintptr_t remote_lock, uint64_t owner, uint64_t *result, bool &busy, int32_t timeout_in_millis) {
+  busy = false;
+  if (peer == nullptr) return engine::Fail(PARAM_INVALID, "TargetAtomicTo: null peer");
+  hixl::engine::ClearError();
+  HixlImpl &impl = *ImplOf(e);
+  return Counted(impl,
+                 impl.TargetAtomicPeer(peer->peer, op, remote_addr, value, compare, remote_lock, owner, result, busy,
+                                       timeout_in_millis),
+                 &peer->peer->telemetry);
+}
+
 Status TransferAsyncTo(Hixl &e, PeerRef *peer, TransferOp operation, const TransferOpDesc *op_descs, size_t count,
                        TransferReq &req) {
   if (peer == nullptr || (op_descs == nullptr && count != 0))

@@ -103,6 +103,17 @@ HIXL_EXT_CALL(Status, FlushPeer, (Hixl &engine, PeerRef *peer, int32_t timeout_i
 HIXL_EXT_CALL(Status, AtomicTo, (Hixl &engine, PeerRef *peer, AtomicOp op, uintptr_t remote_addr, uint64_t value, uint64_t compare, uint64_t *result, int32_t timeout_in_millis), UNSUPPORTED)
 
 /**
+ * @brief One 64-bit atomic that the peer's engine makes on its own memory at
+ *        remote_addr while it holds the lock word at remote_lock (0 when
+ *        free; it writes `owner`, non-zero, there meanwhile): the peer's CPU
+ *        does the work. Both words must be 8-byte aligned in host regions
+ *        the peer registered (PARAM_INVALID otherwise).
+ * @param busy set when the lock word was held: nothing was done, try another way.
+ * @param result old value when non-null.
+ */
+HIXL_EXT_CALL(Status, TargetAtomicTo, (Hixl &engine, PeerRef *peer, AtomicOp op, uintptr_t remote_addr, uint64_t value, uint64_t compare, uintptr_t remote_lock, uint64_t owner, uint64_t *result, bool &busy, int32_t timeout_in_millis), UNSUPPORTED)
+
+/**
  * @brief Hixl::TransferAsync of `count` blocks at `op_descs` to a resolved
  *        peer; the request is Hixl::GetTransferStatus's, as TransferAsync's.
  */

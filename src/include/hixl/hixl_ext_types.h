@@ -117,7 +117,9 @@ struct Stats {
   uint64_t vectored_ops;     ///< blocks moved by the engine's own process_vm_writev/readv
   uint64_t vectored_calls;   ///< process_vm_writev/readv calls that moved them
   uint64_t peer_lookups;     ///< data calls that named their peer by address (each resolves the name)
-  uint8_t reserved[40];
+  uint64_t target_atomics_asked;   ///< atomics peers' engines made for this one (TargetAtomicTo)
+  uint64_t target_atomics_served;  ///< atomics this engine made for its peers
+  uint8_t reserved[24];
 };
 
 /** @brief Per-peer counters. */

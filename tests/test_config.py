@@ -89,9 +89,9 @@ def test_bad_notify_batch_setting_is_named(monkeypatch, value):
 
 @pytest.mark.parametrize("value", ["yes", "targets"])
 def test_bad_target_atomics_setting_is_named(monkeypatch, value):
-    monkeypatch.setenv("HIXL_RMA_TARGET_ATOMICS", value)
-    with pytest.raises(hixl_rma.ParamError, match=f"HIXL_RMA_TARGET_ATOMICS must be auto, target or origin, "
+    monkeypatch.setenv("HIXL_RMA_TARGET_OPS", value)
+    with pytest.raises(hixl_rma.ParamError, match=f"HIXL_RMA_TARGET_OPS must be auto, target or origin, "
                                                   f"got '{value}'"):
-        config.target_atomics()
-    monkeypatch.setenv("HIXL_RMA_TARGET_ATOMICS", " Target")
-    assert config.target_atomics() == "target"
+        config.target_ops()
+    monkeypatch.setenv("HIXL_RMA_TARGET_OPS", " Target")
+    assert config.target_ops() == "target"

@@ -150,12 +150,12 @@ ACC_SCRIPT = textwrap.dedent(r'''
 def test_dead_holder_of_an_accumulate_lock(tmp_path, by):
     """A rank dies holding rank 0's accumulate lock word: the atomics of a
     survivor still complete, exactly once each, whoever makes them
-    (HIXL_RMA_TARGET_ATOMICS): rank 0's engine finds the word held and
+    (HIXL_RMA_TARGET_OPS): rank 0's engine finds the word held and
     answers BUSY, the origin then takes it the slow way, breaking the dead
     rank's hold."""
     script = tmp_path / "acc.py"
     script.write_text(ACC_SCRIPT)
-    env = _env(HIXL_RMA_TARGET_ATOMICS=by)
+    env = _env(HIXL_RMA_TARGET_OPS=by)
     rc, out = procutil.run([MPIEXEC, "-disable-auto-cleanup", "-n", "3", "bash", "-c", WRAPPER, "wrapper",
                             sys.executable, str(script), str(tmp_path / "out")], env, 60)
     out += "".join((tmp_path / f"out.{r}").read_text() for r in (0, 1) if (tmp_path / f"out.{r}").exists())

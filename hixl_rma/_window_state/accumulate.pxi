@@ -48,14 +48,16 @@ cdef class _AccLock:
         return __atomic_compare_exchange_n(lock, &expected, 0, False, __ATOMIC_RELEASE, __ATOMIC_RELAXED)
 
 
-# The choice between the two ways of an 8-byte atomic on a target whose
-# accumulates go under its lock word: this rank takes the word and makes the
-# atomic with two system calls (get, put), which needs nothing of the
-# target; or the target's engine makes it (an active message its progress
-# thread answers, TargetAtomicTo), which is faster while that thread polls
-# (it does for a while after each piece of work) and slower when it must be
-# woken first or waits for a core. Both take the same word, so every mix is
-# atomic. A run of atomics to one target coming close together (each within
+# Who makes a small operation on a same-node target whose memory this rank
+# cannot map (a Create window: its accumulates go under its lock word): an
+# 8-byte atomic, or a Put or Get of at most _TARGET_MOVE bytes. This rank,
+# with system calls (one per Put or Get; get and put under the lock word for
+# an atomic), which need nothing of the target; or the target's engine (an
+# active message its progress thread answers: TargetMoveTo, TargetAtomicTo,
+# the latter under the same lock word, so every mix is atomic), which is
+# faster while that thread polls (it does for a while after each piece of
+# work) and slower when it must be woken first or waits for a core. A run of
+# such operations to one target coming close together (each within
 # _BURST_NS of the last) is what keeps the thread polling: after _FIRST_TRY
 # of them this rank tries the target's way, and keeps it while answers come
 # within _FAST_NS; two slow answers in a row send it back, and the next try
@@ -66,12 +68,13 @@ cdef int64_t _BURST_NS = 100000
 cdef int64_t _FAST_NS = 20000
 cdef uint32_t _FIRST_TRY = 32
 cdef uint32_t _MAX_TRY = 65536
+cdef size_t _TARGET_MOVE = 4096
 
 
 @cython.final
-cdef class _AtomicPath:
-    """Per target: which way its 8-byte atomics go (see above)."""
-    cdef vector[uint8_t] mode     # _BY_LOCK, _BY_TARGET, _ALWAYS (by the target, chosen), _NEVER (by lock)
+cdef class _TargetPath:
+    """Per target: which way its small operations go (see above)."""
+    cdef vector[uint8_t] mode     # _BY_ORIGIN, _BY_TARGET, _ALWAYS (by the target, chosen), _NEVER (by the origin)
     cdef vector[uint32_t] run     # atomics by lock in the current run
     cdef vector[uint32_t] need    # the run that makes the next try
     cdef vector[uint32_t] slow    # slow answers in a row
@@ -87,7 +90,7 @@ cdef class _AtomicPath:
     cdef inline bint by_target(self, Py_ssize_t r) noexcept nogil:
         """Whether the next atomic to r goes the target's way (counts it in a run when it does not)."""
         cdef int64_t now
-        if self.mode[r] != _BY_LOCK:
+        if self.mode[r] != _BY_ORIGIN:
             return self.mode[r] == _BY_TARGET or self.mode[r] == _ALWAYS
         now = hixl_now_ns()
         self.run[r] = self.run[r] + 1 if now - self.last[r] < _BURST_NS else 1
@@ -106,7 +109,7 @@ cdef class _AtomicPath:
             return
         self.slow[r] += 1
         if self.slow[r] >= 2:
-            self.mode[r] = _BY_LOCK
+            self.mode[r] = _BY_ORIGIN
             self.run[r] = 0
             self.need[r] = min(2 * self.need[r], _MAX_TRY)
 
@@ -114,8 +117,8 @@ cdef class _AtomicPath:
         self.mode[r] = _NEVER
 
 
-cdef uint8_t _BY_LOCK = 0
+cdef uint8_t _BY_ORIGIN = 0
 cdef uint8_t _BY_TARGET = 1
 cdef uint8_t _NEVER = 2
 cdef uint8_t _ALWAYS = 3
-_ATOMIC_PATHS = {"auto": _BY_LOCK, "origin": _NEVER, "target": _ALWAYS}
+_TARGET_PATHS = {"auto": _BY_ORIGIN, "origin": _NEVER, "target": _ALWAYS}

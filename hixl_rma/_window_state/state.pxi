@@ -40,7 +40,7 @@ cdef class WindowState:
     cdef _Epochs epochs
     cdef _LockWords locks_
     cdef _AccLock acc_lock
-    cdef _AtomicPath apath
+    cdef _TargetPath tpath
     cdef _Held held
     cdef _FenceBarrier fence_
 
@@ -55,17 +55,17 @@ cdef class WindowState:
         self.epochs = _Epochs.__new__(_Epochs)
         self.locks_ = _LockWords.__new__(_LockWords)
         self.acc_lock = _AccLock.__new__(_AccLock)
-        self.apath = _AtomicPath.__new__(_AtomicPath)
+        self.tpath = _TargetPath.__new__(_TargetPath)
         self.held = _Held.__new__(_Held)
         self.fence_ = _FenceBarrier.__new__(_FenceBarrier)
 
     def set_targets(self, Engine engine, object connector, metas, world_ranks, Py_ssize_t comm_rank,
-                    uint64_t acc_owner, bint dynamic, str atomics="auto"):
+                    uint64_t acc_owner, bint dynamic, str by="auto"):
         """Fill the table from every rank's creation record (winmeta.Meta),
         the ranks' world ranks and this rank's place; ``connector(world
-        rank)`` connects to a rank and gives its engine address. ``atomics``:
-        who makes the atomics on targets under their accumulate lock
-        (HIXL_RMA_TARGET_ATOMICS: auto, origin or target)."""
+        rank)`` connects to a rank and gives its engine address. ``by``: who
+        makes the small operations on same-node targets this rank cannot map
+        (HIXL_RMA_TARGET_OPS: auto, origin or target)."""
         self.engine = engine
         self.comm_rank = comm_rank
         self.acc_lock.owner = acc_owner
@@ -73,7 +73,7 @@ cdef class WindowState:
         n = self.table.n
         self.epochs.resize(n)
         self.locks_.resize(n, comm_rank)
-        self.apath.resize(n, _ATOMIC_PATHS[atomics])
+        self.tpath.resize(n, _TARGET_PATHS[by])
         self.held.resize(n, f"{self.key}:n/{acc_owner - 1}".encode())
         self.targets = [Target.view(self, i) for i in range(n)]
         self.me = self.targets[comm_rank]
@@ -726,6 +726,9 @@ cdef class WindowState:
                 else:
                     _copy(direct + off, buf, <size_t>nbytes, write)
                 return 1
+            if (<size_t>nbytes <= _TARGET_MOVE and self.table.acc_locked[r] and r != self.comm_rank
+                    and self.tpath.by_target(r) and self._target_move(r, off, buf, <size_t>nbytes, write)):
+                return 1  # complete at the target, as the system call would be
             one.local_addr = <uintptr_t>buf
             one.remote_addr = self.table.base[r] + off
             one.len = <size_t>nbytes
@@ -772,7 +775,7 @@ cdef class WindowState:
         if not self.table.offset(target_disp, r, 8, &off) or (self.table.base[r] + off) % 8:
             return False
         if self.table.acc_locked[r]:
-            if not (r != self.comm_rank and self.apath.by_target(r) and self._target_atomic(r, off, code, value, cmp, &old)):
+            if not (r != self.comm_rank and self.tpath.by_target(r) and self._target_atomic(r, off, code, value, cmp, &old)):
                 if self._ctrl(r) == NULL or not self._locked_atomic(r, off, code, value, cmp, &old):
                     return False
             if result is not None:
@@ -835,10 +838,41 @@ cdef class WindowState:
             self._raise(st, what, r, f" (8 bytes at target offset {off})")
         return 0
 
+    cdef bint _target_move(self, Py_ssize_t r, uint64_t off, char *buf, size_t n, bint write) except? 0:
+        """A Put (write) or Get of n bytes at r's offset off made by r's
+        engine (_TargetPath), complete when this returns. False, with
+        nothing done, when r's engine does not make them."""
+        cdef Status st
+        cdef int32_t tmo = _timeout(None)
+        cdef int64_t t0
+        cdef _Table t = self.table
+        cdef PeerRef *p
+        cdef uintptr_t remote = t.base[r] + off
+        t.connect(r)
+        p = t.peer(self.engine, r, self.priority)
+        if p == NULL:
+            self.tpath.never(r)
+            return False
+        self._enter()
+        with nogil:
+            t0 = hixl_now_ns()
+            st = TargetMoveTo(self.engine._h[0], p, WRITE if write else READ, <uintptr_t>buf, remote, n, tmo)
+            t0 = hixl_now_ns() - t0
+        self.engine._calls -= 1
+        if st == 103905U or st == 103900U:  # UNSUPPORTED (vendor HIXL), PARAM_INVALID (refused): system calls
+            self.tpath.never(r)
+            return False
+        if st != 0:
+            t.drop_peer(r)
+            self._raise(st, "Put (made by the target's engine)" if write else "Get (made by the target's engine)",
+                        r, f" ({n} bytes at target offset {off})")
+        self.tpath.answered(r, t0)
+        return True
+
     cdef bint _target_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,
                              uint64_t *old) except? 0:
         """One 8-byte atomic on r's memory made by r's engine under r's
-        accumulate lock word (_AtomicPath). False, with nothing done, when
+        accumulate lock word (_TargetPath). False, with nothing done, when
         the word was held (the lock path waits its turn) or r's engine does
         not make atomics."""
         cdef Status st
@@ -853,7 +887,7 @@ cdef class WindowState:
         t.connect(r)
         p = t.peer(self.engine, r, self.priority)
         if p == NULL:
-            self.apath.never(r)
+            self.tpath.never(r)
             return False
         self._enter()
         with nogil:
@@ -862,14 +896,14 @@ cdef class WindowState:
             t0 = hixl_now_ns() - t0
         self.engine._calls -= 1
         if st == 103905U or st == 103900U:  # UNSUPPORTED (vendor HIXL), PARAM_INVALID (refused): the lock path
-            self.apath.never(r)
+            self.tpath.never(r)
             return False
         if st != 0:
             t.drop_peer(r)
             # Raised, never redone: the atomic may have been made.
             self._raise(st, "accumulate (made by the target's engine under its accumulate lock)", r,
                         f" (8 bytes at target offset {off})")
-        self.apath.answered(r, t0)
+        self.tpath.answered(r, t0)
         return not busy
 
     cdef bint _locked_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,

@@ -35,11 +35,12 @@ SETTINGS = {
                                                        "held per target and sent as one message when this many "
                                                        "are held or at the next Flush/Unlock/Fence/Wait_notify "
                                                        "(1: each is sent at once)"),
-    "HIXL_RMA_TARGET_ATOMICS": ("auto", "window creation",
-                                "who makes an 8-byte atomic on a same-node Create window's memory: auto (the "
-                                "target's engine during a run of atomics while it answers fast, else the origin "
-                                "under the target's accumulate lock), target (always the target's engine) or "
-                                "origin (always the origin)"),
+    "HIXL_RMA_TARGET_OPS": ("auto", "window creation",
+                            "who makes an 8-byte atomic, or a Put or Get of at most 4 KiB, on a same-node "
+                            "Create window's memory: auto (the target's engine during a run of them while it "
+                            "answers fast, else the origin: a system call, or two under the target's accumulate "
+                            "lock for an atomic), target (always the target's engine) or origin (always the "
+                            "origin)"),
     "HIXL_RMA_POLL_US": ("50", "engine start (option PollUs)",
                          "how long the progress thread polls after serving a peer"),
     "HIXL_RMA_CMA": ("1", "engine start (option Cma)", "0: UCX moves every same-node block (no engine cma)"),
@@ -130,11 +131,11 @@ def shared_fence():
     return _get("HIXL_RMA_SHARED_FENCE") != "0"
 
 
-def target_atomics():
-    """``HIXL_RMA_TARGET_ATOMICS``: 'auto', 'target' or 'origin' (ParamError otherwise)."""
-    value = _get("HIXL_RMA_TARGET_ATOMICS").strip().lower()
+def target_ops():
+    """``HIXL_RMA_TARGET_OPS``: 'auto', 'target' or 'origin' (ParamError otherwise)."""
+    value = _get("HIXL_RMA_TARGET_OPS").strip().lower()
     if value not in ("auto", "target", "origin"):
-        raise ParamError(f"HIXL_RMA_TARGET_ATOMICS must be auto, target or origin, got {value!r}")
+        raise ParamError(f"HIXL_RMA_TARGET_OPS must be auto, target or origin, got {value!r}")
     return value
 
 

@@ -103,7 +103,7 @@ class WindowCore(_engine.WindowState):
                                                self.info.get("alloc_shared_noncontig") == "true")
             if error is not None:
                 raise error
-            atomics_by = config.target_atomics()  # a bad value fails here, where creation reports it to all
+            ops_by = config.target_ops()  # a bad value fails here, where creation reports it to all
             base, size = self._expose(memory)
             self.ctrl_handle, self.ctrl = _alloc(self.engine, CTRL.nbytes(self.comm.size))
             self.ctrl64 = self.ctrl.view(np.uint64)
@@ -142,7 +142,7 @@ class WindowCore(_engine.WindowState):
             self.key = f"w{self.comm.world_ranks[0]}.{metas[0].seq}"
             # dynamic: absolute displacements, never the hot path
             self.set_targets(self.engine, st.connect, metas, self.comm.world_ranks, self.comm.rank, st.rank + 1,
-                             flavor == C.WIN_FLAVOR_DYNAMIC, atomics_by)
+                             flavor == C.WIN_FLAVOR_DYNAMIC, ops_by)
             self.set_ctrl(self.comm.rank, self.ctrl.ctypes.data, self.ctrl)
             st.window_made(self)
         finally:

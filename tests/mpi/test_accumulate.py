@@ -213,7 +213,7 @@ def test_every_path_of_an_accumulate_is_atomic_with_the_others(comm, rank, size,
 
 @pytest.mark.core
 def test_atomics_by_the_target_and_by_the_origin_mix(comm, rank, size, monkeypatch):
-    """Each rank picks its own way (HIXL_RMA_TARGET_ATOMICS) for its 8-byte
+    """Each rank picks its own way (HIXL_RMA_TARGET_OPS) for its 8-byte
     atomics on rank 0's Create window: rank 1 has rank 0's engine make them
     under rank 0's accumulate lock word, rank 0 makes its own under that
     word, rank 2 lets each run of atomics choose; every rank also adds two
@@ -223,7 +223,7 @@ def test_atomics_by_the_target_and_by_the_origin_mix(comm, rank, size, monkeypat
     held, which that rank then made itself), none of rank 0's, and as many
     as its origins counted."""
     way = {0: "origin", 1: "target"}.get(rank, "auto")
-    monkeypatch.setenv("HIXL_RMA_TARGET_ATOMICS", way)
+    monkeypatch.setenv("HIXL_RMA_TARGET_OPS", way)
     win, mem = _window("create", 2, np.int64, comm)
     if not win._core.targets[0].acc_locked:
         win.Free()
@@ -262,10 +262,10 @@ def test_a_sleeping_target_serves_atomics(comm, rank, size, monkeypatch, by):
     """Rank 0's engine makes the atomics of the other ranks while rank 0
     sleeps, in no library call (its progress thread answers them); a bad
     setting is refused at creation by every rank, the window not made."""
-    monkeypatch.setenv("HIXL_RMA_TARGET_ATOMICS", "sometimes")
-    with pytest.raises(ParamError, match="HIXL_RMA_TARGET_ATOMICS must be auto, target or origin"):
+    monkeypatch.setenv("HIXL_RMA_TARGET_OPS", "sometimes")
+    with pytest.raises(ParamError, match="HIXL_RMA_TARGET_OPS must be auto, target or origin"):
         Win.Create(np.zeros(2, np.int64), 8, comm=comm)
-    monkeypatch.setenv("HIXL_RMA_TARGET_ATOMICS", by)
+    monkeypatch.setenv("HIXL_RMA_TARGET_OPS", by)
     win, mem = _window("create", 2, np.int64, comm)
     rounds = 2 * K
     if rank == 0:

@@ -49,6 +49,9 @@ STEP_LIMIT=$((2 * LIMIT)) step single "$PYTEST" -q -p no:cacheprovider tests --i
 step mpi-2 "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi
 step mpi-3 "$MPIEXEC" -n 3 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi
 step mpi-2-tcp env UCX_TLS=tcp "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider --with-mpi -m core tests/mpi
+# The core suite with every small operation on a same-node Create window made by the target's engine.
+step mpi-3-target env HIXL_RMA_TARGET_OPS=target "$MPIEXEC" -n 3 "$PYTEST" -q -p no:cacheprovider --with-mpi -m core \
+  tests/mpi
 # mpi4py's own RMA test suites and demos (from the sdist of the installed
 # mpi4py) on hixl_rma.Win, at -n 1, 2 and 3, beside plain mpi4py.
 step mpi4py-suite python tools/ci/mpi4py_suite.py --sizes 1,2,3

@@ -18,9 +18,9 @@ using Deadline = Clock::time_point;
 
 /** The UCX active-message id of notifications (SendNotify). */
 constexpr unsigned kNotifyAmId = 0x48;
-/** The UCX active-message ids of atomics made by the target's engine (target_atomics.h): request, reply. */
-constexpr unsigned kTargetAtomicAmId = 0x49;
-constexpr unsigned kTargetAtomicReplyAmId = 0x4a;
+/** The UCX active-message ids of the small operations made by the target's engine (target_ops.h): request, answer. */
+constexpr unsigned kTargetOpAmId = 0x49;
+constexpr unsigned kTargetOpReplyAmId = 0x4a;
 
 /** The time point ``ms`` milliseconds from now (a negative ``ms``: now). */
 inline Deadline DeadlineIn(int32_t ms) {

@@ -40,7 +40,7 @@ Status ControlPlane::Start(const HostPort &local) {
   PrepareEndpointConfig();
   ucs_status_t us = inbox_.Attach(worker_->get());
   if (us != UCS_OK) return FromUcs(us, "cannot install the notify handler");
-  us = atomics_.Attach(worker_->get(), &registry_);
+  us = target_ops_.Attach(worker_->get(), &registry_);
   if (us != UCS_OK) return FromUcs(us, "cannot install the handlers of atomics made by the target");
 
   Status st = loop_.Open(worker_);
@@ -114,7 +114,7 @@ void ControlPlane::Stop() {
   // holds progresses it while closing): no notify may reach us after this.
   if (worker_) {
     NotifyInbox::Detach(worker_->get());
-    TargetAtomics::Detach(worker_->get());
+    TargetOps::Detach(worker_->get());
   }
   worker_.reset();
   listen_address_.clear();
@@ -235,8 +235,9 @@ void ControlPlane::AddStats(ext::Stats &s) {
   s.regions = registry_.count();
   s.accepted += acceptor_.authed();
   s.endpoints = connector_.count();
-  s.target_atomics_asked = atomics_.asked();
-  s.target_atomics_served = atomics_.served();
+  s.target_atomics_asked = target_ops_.asked();
+  s.target_atomics_served = target_ops_.served();
+  s.target_moves_asked = target_ops_.moves_asked();
 }
 
 }  // namespace engine

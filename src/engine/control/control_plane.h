@@ -44,7 +44,7 @@
 #include "hixl/hixl_ext.h"
 #include "hixl/hixl_types.h"
 #include "control/notify_inbox.h"
-#include "control/target_atomics.h"
+#include "control/target_ops.h"
 #include "common/options.h"
 #include "common/peer.h"
 #include "control/region_registry.h"
@@ -114,7 +114,7 @@ class ControlPlane : private EventLoop::Handler {
   void PopulateMapped(Deadline deadline) { connector_.PopulateMapped(deadline); }
 
   /** @brief Atomics made by the targets' engines, asked from here (and served here for peers). */
-  TargetAtomics &target_atomics() { return atomics_; }
+  TargetOps &target_ops() { return target_ops_; }
 
   /** @brief Take every notify received so far (progressing the worker once first). */
   Status GetNotifies(std::vector<NotifyDesc> &notifies);
@@ -139,7 +139,7 @@ class ControlPlane : private EventLoop::Handler {
   Acceptor acceptor_{options_, loop_, registry_};
   Connector connector_;
   NotifyInbox inbox_;
-  TargetAtomics atomics_;
+  TargetOps target_ops_;
 };
 
 }  // namespace engine

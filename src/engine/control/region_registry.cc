@@ -18,12 +18,14 @@ MemHandle RegionRegistry::Add(std::unique_ptr<LocalRegion> region) {
   return handle;
 }
 
-bool RegionRegistry::HostWord(uintptr_t addr) const {
-  // A scan: the registry holds a window's few regions, and this answers
-  // atomics only (NIXL's many registrations take no atomics).
+bool RegionRegistry::HostRange(uintptr_t addr, size_t len) const {
+  if (len == 0) return false;
+  // A scan: the registry holds a window's few regions, and this answers the
+  // small operations a target's engine makes for a same-host window's
+  // origins only (NIXL's many registrations take none).
   for (const auto &kv : regions_) {
     const LocalRegion &r = *kv.second;
-    if (r.type == MEM_HOST && r.addr() <= addr && r.len() >= 8 && addr - r.addr() <= r.len() - 8) return true;
+    if (r.type == MEM_HOST && r.addr() <= addr && r.len() >= len && addr - r.addr() <= r.len() - len) return true;
   }
   return false;
 }

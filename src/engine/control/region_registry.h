@@ -81,15 +81,15 @@ class RegionRegistry {
   /** @brief The table as peers read it: {count, then per region id, addr, len, type, allocated, packed rkey}. */
   std::string EncodeTable();
   /**
-   * @brief Run `f()` with the registry locked when the 8-byte words at `a`
-   *        and `b` each lie in a host region of the table (so neither is
-   *        withdrawn, nor unmapped, until f returns); false, without f, when
-   *        one does not. `f` must not call into the registry.
+   * @brief Run `f()` with the registry locked when [a, a + alen) and, unless
+   *        blen is 0, [b, b + blen) each lie in a host region of the table
+   *        (so neither is withdrawn, nor unmapped, until f returns); false,
+   *        without f, when one does not. `f` must not call into the registry.
    */
   template <typename F>
-  bool WithHostWords(uintptr_t a, uintptr_t b, F &&f) {
+  bool WithHostRanges(uintptr_t a, size_t alen, uintptr_t b, size_t blen, F &&f) {
     std::lock_guard<std::mutex> lk(mu_);
-    if (!HostWord(a) || !HostWord(b)) return false;
+    if (!HostRange(a, alen) || (blen != 0 && !HostRange(b, blen))) return false;
     f();
     return true;
   }
@@ -107,8 +107,8 @@ class RegionRegistry {
     bool adopted = false;  ///< the engine finishes it (Adopt)
   };
   MemHandle Add(std::unique_ptr<LocalRegion> region);
-  /** @brief Whether [addr, addr + 8) lies in a host region of the table (mu_ held). */
-  bool HostWord(uintptr_t addr) const;
+  /** @brief Whether [addr, addr + len), len > 0, lies in a host region of the table (mu_ held). */
+  bool HostRange(uintptr_t addr, size_t len) const;
 
   std::mutex mu_;  ///< a leaf: guards everything below
   std::map<MemHandle, std::unique_ptr<LocalRegion>> regions_;

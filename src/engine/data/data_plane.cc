@@ -447,10 +447,25 @@ Status DataPlane::TargetAtomicPeer(const PeerPtr &peer, ext::AtomicOp op, uintpt
     return Fail(PARAM_INVALID, "atomic: " + Range(addr, 8) + " or its lock word is not 8-byte aligned");
   if (owner == 0) return Fail(PARAM_INVALID, "atomic made by the target: the owner written to its lock word is 0");
   uint64_t old = 0;
-  st = control_.target_atomics().Ask(peer, op, addr, value, compare, lock, owner, old, busy, DeadlineIn(timeout_ms));
+  st = control_.target_ops().Ask(peer, op, addr, value, compare, lock, owner, old, busy, DeadlineIn(timeout_ms));
   if (st != SUCCESS || busy) return st;
   ++peer->ops;
   if (result != nullptr) *result = old;
+  return SUCCESS;
+}
+
+Status DataPlane::TargetMovePeer(const PeerPtr &peer, TransferOp op, uintptr_t local, uintptr_t remote, size_t len,
+                                 int32_t timeout_ms) {
+  Status st = CheckPeer(peer);
+  if (st != SUCCESS) return st;
+  if (op != WRITE && op != READ) return Fail(PARAM_INVALID, "a move made by the target is a WRITE or a READ");
+  if (local == 0) return Fail(PARAM_INVALID, "a move made by the target: null local address");
+  st = control_.target_ops().Move(peer, op, local, remote, len, DeadlineIn(timeout_ms));
+  if (st != SUCCESS) return st;
+  ++transfer_ops_;
+  ++peer->ops;
+  (op == WRITE ? bytes_written_ : bytes_read_) += len;
+  (op == WRITE ? peer->bytes_written : peer->bytes_read) += len;
   return SUCCESS;
 }
 

@@ -80,9 +80,12 @@ class DataPlane {
   /** @brief Atomic on a resolved peer. */
   Status AtomicPeer(const PeerPtr &peer, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
                     uint64_t *result, int32_t timeout_ms);
-  /** @brief One atomic made by the peer's engine under its lock word at `lock` (TargetAtomics::Ask). */
+  /** @brief One atomic made by the peer's engine under its lock word at `lock` (TargetOps::Ask). */
   Status TargetAtomicPeer(const PeerPtr &peer, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
                           uintptr_t lock, uint64_t owner, uint64_t *result, bool &busy, int32_t timeout_ms);
+  /** @brief A write or read of at most TargetOps::kMaxMove bytes made by the peer's engine (TargetOps::Move). */
+  Status TargetMovePeer(const PeerPtr &peer, TransferOp op, uintptr_t local, uintptr_t remote, size_t len,
+                        int32_t timeout_ms);
   /** @brief TransferAsync on a resolved peer. */
   Status TransferAsyncPeer(const PeerPtr &peer, TransferOp op, DescSpan descs, TransferReq &req);
   /** @brief The address here of a peer's mapped range; with ``pin``, also a

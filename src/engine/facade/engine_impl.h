@@ -115,6 +115,10 @@ class HixlImpl {
                     uint64_t *result, int32_t timeout_ms) {
     return data_.AtomicPeer(peer, op, addr, value, compare, result, timeout_ms);
   }
+  Status TargetMovePeer(const engine::PeerPtr &peer, TransferOp op, uintptr_t local, uintptr_t remote, size_t len,
+                        int32_t timeout_ms) {
+    return data_.TargetMovePeer(peer, op, local, remote, len, timeout_ms);
+  }
   Status TargetAtomicPeer(const engine::PeerPtr &peer, ext::AtomicOp op, uintptr_t addr, uint64_t value,
                           uint64_t compare, uintptr_t lock, uint64_t owner, uint64_t *result, bool &busy,
                           int32_t timeout_ms) {

@@ -265,6 +265,15 @@ Status AtomicTo(Hixl &e, PeerRef *peer, AtomicOp op, uintptr_t remote_addr, uint
                  &peer->peer->telemetry);
 }
 
+Status TargetMoveTo(Hixl &e, PeerRef *peer, TransferOp operation, uintptr_t local_addr, uintptr_t remote_addr,
+                    size_t len, int32_t timeout_in_millis) {
+  if (peer == nullptr) return engine::Fail(PARAM_INVALID, "TargetMoveTo: null peer");
+  hixl::engine::ClearError();
+  HixlImpl &impl = *ImplOf(e);
+  return Counted(impl, impl.TargetMovePeer(peer->peer, operation, local_addr, remote_addr, len, timeout_in_millis),
+                 &peer->peer->telemetry);
+}
+
 Status TargetAtomicTo(Hixl &e, PeerRef *peer, AtomicOp op, uintptr_t remote_addr, uint64_t value, uint64_t compare,
                       uintptr_t remote_lock, uint64_t owner, uint64_t *result, bool &busy, int32_t timeout_in_millis) {
   busy = false;

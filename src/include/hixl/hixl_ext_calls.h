@@ -103,6 +103,15 @@ HIXL_EXT_CALL(Status, FlushPeer, (Hixl &engine, PeerRef *peer, int32_t timeout_i
 HIXL_EXT_CALL(Status, AtomicTo, (Hixl &engine, PeerRef *peer, AtomicOp op, uintptr_t remote_addr, uint64_t value, uint64_t compare, uint64_t *result, int32_t timeout_in_millis), UNSUPPORTED)
 
 /**
+ * @brief Have the peer's engine write `len` bytes (1 to 8192) from `local_addr`
+ *        to its remote_addr (WRITE), or read them from there into local_addr
+ *        (READ), with its CPU, and wait until it did: complete at the target
+ *        when this returns, like a same-node system call. The range must lie
+ *        in a host region the peer registered (PARAM_INVALID otherwise).
+ */
+HIXL_EXT_CALL(Status, TargetMoveTo, (Hixl &engine, PeerRef *peer, TransferOp operation, uintptr_t local_addr, uintptr_t remote_addr, size_t len, int32_t timeout_in_millis), UNSUPPORTED)
+
+/**
  * @brief One 64-bit atomic that the peer's engine makes on its own memory at
  *        remote_addr while it holds the lock word at remote_lock (0 when
  *        free; it writes `owner`, non-zero, there meanwhile): the peer's CPU

@@ -119,7 +119,8 @@ struct Stats {
   uint64_t peer_lookups;     ///< data calls that named their peer by address (each resolves the name)
   uint64_t target_atomics_asked;   ///< atomics peers' engines made for this one (TargetAtomicTo)
   uint64_t target_atomics_served;  ///< atomics this engine made for its peers
-  uint8_t reserved[24];
+  uint64_t target_moves_asked;     ///< writes and reads peers' engines made for this one (TargetMoveTo)
+  uint8_t reserved[16];
 };
 
 /** @brief Per-peer counters. */

@@ -955,6 +955,13 @@ cdef class Engine:
         """Fetch a connected peer's memory table again now (RefreshPeer)."""
         _peer_call(self, RefreshPeer, remote, timeout_ms, "RefreshPeer")
 
+    def wake_progress(self):
+        """This thread is about to sleep on something else than the engine
+        (WakeProgress): peers' requests are served meanwhile by the progress
+        thread, not at its next park step."""
+        if self._usable():
+            WakeProgress(self._h[0])
+
     def wait_notifies(self, timeout_ms):
         """Sleep (GIL released) until a notification is waiting for
         get_notifies or timeout_ms passed. False where the engine cannot

@@ -56,18 +56,22 @@ cdef class _AccLock:
 # active message its progress thread answers: TargetMoveTo, TargetAtomicTo,
 # the latter under the same lock word, so every mix is atomic), which is
 # faster while that thread polls (it does for a while after each piece of
-# work) and slower when it must be woken first or waits for a core. A run of
-# such operations to one target coming close together (each within
+# work) and slower when it must be woken first or waits for a core.
+#
+# A run of such operations to one target coming close together (each within
 # _BURST_NS of the last) is what keeps the thread polling: after _FIRST_TRY
-# of them this rank tries the target's way, and keeps it while answers come
-# within _FAST_NS; two slow answers in a row send it back, and the next try
-# then waits for twice as long a run (at most _MAX_TRY). A wrong guess costs
-# those two slow answers: a thread wake-up each, a scheduler time slice at
-# worst.
+# of them this rank tries the target's way. Meanwhile it times its own way
+# (a running mean, ``mine``). The target's way then gets a budget of
+# _WINDOW times that mean for _WINDOW answers: it stays while the answers
+# keep within it, window after window, and goes back as soon as a window's
+# answers have spent more (a target that answers slowly, or now and then
+# after a scheduler time slice, costs more than it saves); the next try then
+# waits for a run twice as long (at most _MAX_TRY). A wrong guess costs at
+# most one window's budget: what _WINDOW operations this rank's way cost.
 cdef int64_t _BURST_NS = 100000
-cdef int64_t _FAST_NS = 20000
 cdef uint32_t _FIRST_TRY = 32
 cdef uint32_t _MAX_TRY = 65536
+cdef uint32_t _WINDOW = 256
 cdef size_t _TARGET_MOVE = 4096
 
 
@@ -75,43 +79,60 @@ cdef size_t _TARGET_MOVE = 4096
 cdef class _TargetPath:
     """Per target: which way its small operations go (see above)."""
     cdef vector[uint8_t] mode     # _BY_ORIGIN, _BY_TARGET, _ALWAYS (by the target, chosen), _NEVER (by the origin)
-    cdef vector[uint32_t] run     # atomics by lock in the current run
+    cdef vector[uint32_t] run     # operations this rank's way in the current run
     cdef vector[uint32_t] need    # the run that makes the next try
-    cdef vector[uint32_t] slow    # slow answers in a row
-    cdef vector[int64_t] last     # when the last atomic by lock started
+    cdef vector[int64_t] last     # when the last operation this rank's way started
+    cdef vector[int64_t] mine     # running mean of this rank's way, ns (0: not timed yet)
+    cdef vector[int64_t] spent    # the target's answers in the current window, ns
+    cdef vector[uint32_t] answers  # the target's answers in the current window
 
     cdef void resize(self, Py_ssize_t n, uint8_t first):
         self.mode.assign(n, first)
         self.run.assign(n, 0)
         self.need.assign(n, _FIRST_TRY)
-        self.slow.assign(n, 0)
         self.last.assign(n, 0)
+        self.mine.assign(n, 0)
+        self.spent.assign(n, 0)
+        self.answers.assign(n, 0)
 
     cdef inline bint by_target(self, Py_ssize_t r) noexcept nogil:
-        """Whether the next atomic to r goes the target's way (counts it in a run when it does not)."""
+        """Whether the next operation to r goes the target's way (else this
+        rank's, which then reports with mine_done)."""
         cdef int64_t now
         if self.mode[r] != _BY_ORIGIN:
             return self.mode[r] == _BY_TARGET or self.mode[r] == _ALWAYS
         now = hixl_now_ns()
         self.run[r] = self.run[r] + 1 if now - self.last[r] < _BURST_NS else 1
         self.last[r] = now
-        if self.run[r] < self.need[r]:
+        if self.run[r] < self.need[r] or self.mine[r] == 0:
             return False
         self.mode[r] = _BY_TARGET
-        self.slow[r] = 0
+        self.spent[r] = 0
+        self.answers[r] = 0
         return True
+
+    cdef inline void mine_done(self, Py_ssize_t r) noexcept nogil:
+        """An operation to r made this rank's way (by_target said so) ended."""
+        cdef int64_t ns
+        if self.mode[r] != _BY_ORIGIN:
+            return
+        ns = hixl_now_ns() - self.last[r]
+        self.mine[r] = ns if self.mine[r] == 0 else self.mine[r] + (ns - self.mine[r]) // 8
 
     cdef inline void answered(self, Py_ssize_t r, int64_t ns) noexcept nogil:
         """The target's engine answered after ``ns``."""
-        if ns <= _FAST_NS or self.mode[r] == _ALWAYS:
-            self.slow[r] = 0
-            self.need[r] = _FIRST_TRY
+        if self.mode[r] != _BY_TARGET:
             return
-        self.slow[r] += 1
-        if self.slow[r] >= 2:
+        self.spent[r] += ns
+        self.answers[r] += 1
+        if self.spent[r] > <int64_t>_WINDOW * self.mine[r]:
             self.mode[r] = _BY_ORIGIN
             self.run[r] = 0
             self.need[r] = min(2 * self.need[r], _MAX_TRY)
+        elif self.answers[r] == _WINDOW:
+            self.spent[r] = 0
+            self.answers[r] = 0
+            self.need[r] = _FIRST_TRY
 
     cdef inline void never(self, Py_ssize_t r) noexcept nogil:
         self.mode[r] = _NEVER

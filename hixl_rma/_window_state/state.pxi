@@ -91,6 +91,14 @@ cdef class WindowState:
         self.engine._calls += 1
         return 0
 
+    cdef inline void _wake_progress(self):
+        """This thread is about to wait on something else than the engine
+        (a lock word, the fence counters): peers' requests to this rank
+        (operations made by the target, software atomics) are served by
+        the progress thread meanwhile, not at its next park step."""
+        if self._live():
+            WakeProgress(self.engine._h[0])
+
     cdef inline bint _live(self):
         return self.table.n > 0 and self.engine is not None and self.engine._usable()
 
@@ -258,6 +266,7 @@ cdef class WindowState:
         if w == NULL:
             return False
         keep = self.locks_.pins[r]  # holds the mapping while this thread reads it without the GIL
+        self._wake_progress()
         self.locks_.wait_free(w, exclusive, seconds)
         del keep
         return True
@@ -697,7 +706,7 @@ cdef class WindowState:
         cdef Py_ssize_t nbytes
         cdef TransferOpDesc one
         cdef _Export export = None
-        cdef bint exported = False
+        cdef bint exported = False, timed
         if type(target_rank) is int and target_rank == _PROC_NULL and self.table.n:
             return 1  # MPI.PROC_NULL: nothing moves, the origin is not looked at
         if not self._live() or not self._target_ok(target_rank, &r, write):
@@ -726,8 +735,8 @@ cdef class WindowState:
                 else:
                     _copy(direct + off, buf, <size_t>nbytes, write)
                 return 1
-            if (<size_t>nbytes <= _TARGET_MOVE and self.table.acc_locked[r] and r != self.comm_rank
-                    and self.tpath.by_target(r) and self._target_move(r, off, buf, <size_t>nbytes, write)):
+            timed = <size_t>nbytes <= _TARGET_MOVE and self.table.acc_locked[r] and r != self.comm_rank
+            if timed and self.tpath.by_target(r) and self._target_move(r, off, buf, <size_t>nbytes, write):
                 return 1  # complete at the target, as the system call would be
             one.local_addr = <uintptr_t>buf
             one.remote_addr = self.table.base[r] + off
@@ -742,6 +751,8 @@ cdef class WindowState:
                     (<list>self.table.pending[r]).append(export)
                 else:
                     (<list>self.table.pending[r]).append(origin)
+            if timed:
+                self.tpath.mine_done(r)
             return 1
         finally:
             if exported and export is None:
@@ -759,7 +770,7 @@ cdef class WindowState:
         cdef Status st
         cdef AtomicOp aop
         cdef int32_t tmo
-        cdef bint unsigned = False, other = False
+        cdef bint unsigned = False, other = False, timed
         cdef PeerRef *p
         if not self._live() or not self._target_ok(target_rank, &r, True):
             return False
@@ -775,9 +786,12 @@ cdef class WindowState:
         if not self.table.offset(target_disp, r, 8, &off) or (self.table.base[r] + off) % 8:
             return False
         if self.table.acc_locked[r]:
-            if not (r != self.comm_rank and self.tpath.by_target(r) and self._target_atomic(r, off, code, value, cmp, &old)):
+            timed = r != self.comm_rank
+            if not (timed and self.tpath.by_target(r) and self._target_atomic(r, off, code, value, cmp, &old)):
                 if self._ctrl(r) == NULL or not self._locked_atomic(r, off, code, value, cmp, &old):
                     return False
+                if timed:
+                    self.tpath.mine_done(r)
             if result is not None:
                 _int64_store(result, old)
             return True
@@ -1007,6 +1021,7 @@ cdef class WindowState:
         for r in range(self.table.n):
             if self.table.dirty[r]:
                 self._flush_dirty(r, tmo, "Fence")
+        self._wake_progress()
         self.fence_.meet(self.comm_rank, tmo)
         self.epochs.fence_used = False
         self.held.raise_late()
@@ -1015,6 +1030,7 @@ cdef class WindowState:
     cpdef fence_barrier(self):
         """Raise this rank's counter (release: its stores and completed RMA
         before it) and wait until every rank's counter has reached it."""
+        self._wake_progress()
         self.fence_.meet(self.comm_rank, _timeout(None))
 cdef class Target:
     """What the origin knows of one rank of the window: a view of its entry

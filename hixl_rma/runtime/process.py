@@ -646,6 +646,8 @@ def collective(comm, start, what, timeout_ms, world_ranks=None, keep=(), message
         # can crash starting a collective whose member's connection the
         # kernel reset (a peer killed on another host).
         st.check_dead(ranks, what)
+    if _state is not None:
+        _state.engine.wake_progress()  # peers' requests to this rank are served while it waits in MPI
     req = start()
     try:
         wait_request(req, timeout_ms, message or (lambda: (

@@ -122,6 +122,10 @@ class ControlPlane : private EventLoop::Handler {
   uint64_t NotifiesReceivedFrom(const std::string &engine_id);
   /** @brief Sleep until a notify is queued or timeout_ms passed (ext::WaitNotifies). */
   Status WaitNotifies(int32_t timeout_ms);
+  /** @brief Unpark the progress thread (ext::WakeProgress); nothing before Start or after Stop. */
+  void WakeProgress() {
+    if (worker_) worker_->Unpark();
+  }
   /** @brief Fill in the counters this plane keeps (regions, endpoints, accepted, table refreshes, notifies received). */
   void AddStats(ext::Stats &s);
 

@@ -72,6 +72,7 @@ class HixlImpl {
   Status Disconnect(const std::string &remote, int32_t timeout_ms) { return control_.Disconnect(remote, timeout_ms); }
   Status GetNotifies(std::vector<NotifyDesc> &notifies) { return control_.GetNotifies(notifies); }
   Status WaitNotifies(int32_t timeout_ms) { return control_.WaitNotifies(timeout_ms); }
+  void WakeProgress() { control_.WakeProgress(); }
 
   Status TransferSync(const std::string &remote, TransferOp op, const std::vector<TransferOpDesc> &descs,
                       int32_t timeout_ms) {

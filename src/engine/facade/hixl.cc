@@ -344,6 +344,8 @@ Status RefreshPeer(Hixl &e, const AscendString &remote, int32_t timeout_in_milli
 
 Status WaitNotifies(Hixl &e, int32_t timeout_in_millis) { HIXL_EXT_FORWARD(e, WaitNotifies(timeout_in_millis)); }
 
+void WakeProgress(Hixl &e) { ImplOf(e)->WakeProgress(); }
+
 uint64_t MappingGeneration(Hixl &e) { return ImplOf(e)->mapping_generation(); }
 
 Status GetStats(Hixl &e, Stats &stats) { HIXL_EXT_FORWARD(e, GetStats(stats)); }

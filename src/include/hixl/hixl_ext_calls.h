@@ -165,6 +165,14 @@ HIXL_EXT_CALL(Status, RefreshPeer, (Hixl &engine, const AscendString &remote_eng
  */
 HIXL_EXT_CALL(Status, WaitNotifies, (Hixl &engine, int32_t timeout_in_millis), UNSUPPORTED)
 
+/**
+ * @brief The caller is about to sleep on something else than the engine (a
+ *        lock word, a barrier): the progress thread, parked while callers
+ *        waited in the worker, serves peers again now rather than at its
+ *        next park step. Cheap when it is not parked.
+ */
+HIXL_EXT_CALL(void, WakeProgress, (Hixl &engine), )
+
 /** @brief Release a pin of PinRemote (null: nothing); any thread. */
 HIXL_EXT_CALL(void, ReleasePin, (void *pin), )
 

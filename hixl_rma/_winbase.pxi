@@ -18,6 +18,19 @@ cdef dict _OP_CODES = {_ops.SUM: C_ADD, _ops.BAND: C_AND, _ops.BOR: C_OR, _ops.B
                        _ops.REPLACE: C_SWAP, _ops.NO_OP: C_NOOP}
 cdef dict _MPI_OP_CODES = {_MPI.SUM.handle: C_ADD, _MPI.BAND.handle: C_AND, _MPI.BOR.handle: C_OR,
                            _MPI.BXOR.handle: C_XOR, _MPI.REPLACE.handle: C_SWAP, _MPI.NO_OP.handle: C_NOOP}
+# Op -> the element-wise op of accumulate_small (HX_SUM ...).
+cdef dict _ACC_CODES = {_ops.SUM: HX_SUM, _ops.PROD: HX_PROD, _ops.MAX: HX_MAX, _ops.MIN: HX_MIN,
+                        _ops.LAND: HX_LAND, _ops.LOR: HX_LOR, _ops.LXOR: HX_LXOR, _ops.BAND: HX_BAND,
+                        _ops.BOR: HX_BOR, _ops.BXOR: HX_BXOR, _ops.REPLACE: HX_REPLACE, _ops.NO_OP: HX_NOOP}
+cdef dict _MPI_ACC_CODES = {_MPI.SUM.handle: HX_SUM, _MPI.PROD.handle: HX_PROD, _MPI.MAX.handle: HX_MAX,
+                            _MPI.MIN.handle: HX_MIN, _MPI.LAND.handle: HX_LAND, _MPI.LOR.handle: HX_LOR,
+                            _MPI.LXOR.handle: HX_LXOR, _MPI.BAND.handle: HX_BAND, _MPI.BOR.handle: HX_BOR,
+                            _MPI.BXOR.handle: HX_BXOR, _MPI.REPLACE.handle: HX_REPLACE,
+                            _MPI.NO_OP.handle: HX_NOOP}
+# accumulate_small's ops by name (for tests that call it directly).
+ACC_OPS = {"SUM": HX_SUM, "PROD": HX_PROD, "MAX": HX_MAX, "MIN": HX_MIN, "LAND": HX_LAND, "LOR": HX_LOR,
+           "LXOR": HX_LXOR, "BAND": HX_BAND, "BOR": HX_BOR, "BXOR": HX_BXOR, "REPLACE": HX_REPLACE,
+           "NO_OP": HX_NOOP}
 cdef object _OpType = _ops.Op
 cdef object _MPIOpType = _MPI.Op
 
@@ -28,6 +41,15 @@ cdef inline int _op_code(object op):
         return _OP_CODES.get(op, -1)
     if type(op) is _MPIOpType:
         return _MPI_OP_CODES.get(op.handle, -1)
+    return -1
+
+
+cdef inline int _acc_code(object op):
+    """accumulate_small's op for a predefined op, -1 for any other."""
+    if type(op) is _OpType:
+        return _ACC_CODES.get(op, -1)
+    if type(op) is _MPIOpType:
+        return _MPI_ACC_CODES.get(op.handle, -1)
     return -1
 
 
@@ -131,7 +153,9 @@ cdef class WinBase:
     def Accumulate(self, origin, target_rank, target=None, op=_ops.SUM):
         """Element-wise atomic ``target = op(target, origin)``."""
         cdef int code = _op_code(op)
-        if code < 0 or self._core is None or not self._core.atomic(origin, None, None, target_rank, target, code):
+        if self._core is None or not (
+                code >= 0 and self._core.atomic(origin, None, None, target_rank, target, code)
+                or self._core.accumulate_small(origin, None, target_rank, target, _acc_code(op))):
             self._accumulate(origin, target_rank, target, op)
 
     def Fetch_and_op(self, origin, result, target_rank, target_disp=0, op=_ops.SUM):
@@ -144,15 +168,17 @@ cdef class WinBase:
     def Get_accumulate(self, origin, result, target_rank, target=None, op=_ops.SUM):
         """Accumulate that also returns the previous target values in result."""
         cdef int code = _op_code(op)
-        if (code < 0 or result is None or self._core is None
-                or not self._core.atomic(origin, None, result, target_rank, _one_element(target, origin), code)):
+        if result is None or self._core is None or not (
+                code >= 0 and self._core.atomic(origin, None, result, target_rank, _one_element(target, origin), code)
+                or self._core.accumulate_small(origin, result, target_rank, target, _acc_code(op))):
             self._get_accumulate(origin, result, target_rank, target, op)
 
     def Rget_accumulate(self, origin, result, target_rank, target=None, op=_ops.SUM):
         """Request-based Get_accumulate (complete when it returns here)."""
         cdef int code = _op_code(op)
-        if (code >= 0 and result is not None and self._core is not None
-                and self._core.atomic(origin, None, result, target_rank, _one_element(target, origin), code)):
+        if result is not None and self._core is not None and (
+                code >= 0 and self._core.atomic(origin, None, result, target_rank, _one_element(target, origin), code)
+                or self._core.accumulate_small(origin, result, target_rank, target, _acc_code(op))):
             return _Request.completed()
         return self._rget_accumulate(origin, result, target_rank, target, op)
 

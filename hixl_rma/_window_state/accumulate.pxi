@@ -23,6 +23,147 @@ cdef inline uint64_t _acc_apply(int code, uint64_t cur, uint64_t value, uint64_t
     return cur
 
 
+# The element-wise ops of an accumulate under the lock word, in C, for the
+# common case: one contiguous run of a basic numpy type (WindowState.
+# accumulate_small). Integers wrap as numpy's do (the arithmetic is made
+# unsigned); floats take SUM, PROD, REPLACE and NO_OP only (MAX and MIN
+# follow numpy's NaN rules in the Python layer).
+cdef extern from *:
+    """
+    #include <cstdint>
+    #include <cstring>
+    #include <type_traits>
+
+    enum { HX_SUM, HX_PROD, HX_MAX, HX_MIN, HX_LAND, HX_LOR, HX_LXOR, HX_BAND, HX_BOR, HX_BXOR, HX_REPLACE,
+           HX_NOOP };
+
+    template <typename T>
+    static inline bool hx_acc_takes(int op) {
+      return std::is_integral<T>::value ? op >= HX_SUM && op <= HX_NOOP
+                                        : op == HX_SUM || op == HX_PROD || op == HX_REPLACE || op == HX_NOOP;
+    }
+
+    template <typename T, int OP>
+    static inline T hx_acc_one(T a, T b) {
+      if constexpr (std::is_integral<T>::value) {
+        using U = typename std::conditional<sizeof(T) < 8, uint32_t, uint64_t>::type;
+        if constexpr (OP == HX_SUM) return (T)((U)a + (U)b);
+        if constexpr (OP == HX_PROD) return (T)((U)a * (U)b);
+        if constexpr (OP == HX_MAX) return a > b ? a : b;
+        if constexpr (OP == HX_MIN) return a < b ? a : b;
+        if constexpr (OP == HX_LAND) return (T)(a != 0 && b != 0);
+        if constexpr (OP == HX_LOR) return (T)(a != 0 || b != 0);
+        if constexpr (OP == HX_LXOR) return (T)((a != 0) != (b != 0));
+        if constexpr (OP == HX_BAND) return (T)(a & b);
+        if constexpr (OP == HX_BOR) return (T)(a | b);
+        if constexpr (OP == HX_BXOR) return (T)(a ^ b);
+        if constexpr (OP == HX_REPLACE) return b;
+        return a;
+      } else {
+        if constexpr (OP == HX_SUM) return a + b;
+        if constexpr (OP == HX_PROD) return a * b;
+        if constexpr (OP == HX_REPLACE) return b;
+        return a;
+      }
+    }
+
+    /* One op over a run, the op fixed at compile time so that the loop vectorizes. */
+    template <typename T, int OP>
+    static inline void hx_acc_loop(char *target, const char *origin, size_t n) {
+      for (size_t i = 0; i < n; ++i) {
+        T a, b;
+        std::memcpy(&a, target + i * sizeof(T), sizeof(T));
+        std::memcpy(&b, origin + i * sizeof(T), sizeof(T));
+        a = hx_acc_one<T, OP>(a, b);
+        std::memcpy(target + i * sizeof(T), &a, sizeof(T));
+      }
+    }
+
+    template <typename T>
+    static inline void hx_acc_run(int op, char *target, const char *origin, size_t n) {
+      switch (op) {
+        case HX_SUM: hx_acc_loop<T, HX_SUM>(target, origin, n); break;
+        case HX_PROD: hx_acc_loop<T, HX_PROD>(target, origin, n); break;
+        case HX_MAX: hx_acc_loop<T, HX_MAX>(target, origin, n); break;
+        case HX_MIN: hx_acc_loop<T, HX_MIN>(target, origin, n); break;
+        case HX_LAND: hx_acc_loop<T, HX_LAND>(target, origin, n); break;
+        case HX_LOR: hx_acc_loop<T, HX_LOR>(target, origin, n); break;
+        case HX_LXOR: hx_acc_loop<T, HX_LXOR>(target, origin, n); break;
+        case HX_BAND: hx_acc_loop<T, HX_BAND>(target, origin, n); break;
+        case HX_BOR: hx_acc_loop<T, HX_BOR>(target, origin, n); break;
+        case HX_BXOR: hx_acc_loop<T, HX_BXOR>(target, origin, n); break;
+        case HX_REPLACE: std::memcpy(target, origin, n * sizeof(T)); break;
+        default: break;
+      }
+    }
+
+    /* The element kinds: 0-3 int8..int64, 4-7 uint8..uint64, 8 float32, 9 float64. */
+    static inline bool hx_acc_ok(int kind, int op) {
+      switch (kind) {
+        case 0: return hx_acc_takes<int8_t>(op);
+        case 1: return hx_acc_takes<int16_t>(op);
+        case 2: return hx_acc_takes<int32_t>(op);
+        case 3: return hx_acc_takes<int64_t>(op);
+        case 4: return hx_acc_takes<uint8_t>(op);
+        case 5: return hx_acc_takes<uint16_t>(op);
+        case 6: return hx_acc_takes<uint32_t>(op);
+        case 7: return hx_acc_takes<uint64_t>(op);
+        case 8: return hx_acc_takes<float>(op);
+        case 9: return hx_acc_takes<double>(op);
+        default: return false;
+      }
+    }
+
+    /* target[i] = op(target[i], origin[i]) for `bytes` bytes of elements of `kind`. */
+    static inline void hx_acc_apply(int kind, int op, char *target, const char *origin, size_t bytes) {
+      switch (kind) {
+        case 0: hx_acc_run<int8_t>(op, target, origin, bytes); break;
+        case 1: hx_acc_run<int16_t>(op, target, origin, bytes / 2); break;
+        case 2: hx_acc_run<int32_t>(op, target, origin, bytes / 4); break;
+        case 3: hx_acc_run<int64_t>(op, target, origin, bytes / 8); break;
+        case 4: hx_acc_run<uint8_t>(op, target, origin, bytes); break;
+        case 5: hx_acc_run<uint16_t>(op, target, origin, bytes / 2); break;
+        case 6: hx_acc_run<uint32_t>(op, target, origin, bytes / 4); break;
+        case 7: hx_acc_run<uint64_t>(op, target, origin, bytes / 8); break;
+        case 8: hx_acc_run<float>(op, target, origin, bytes / 4); break;
+        case 9: hx_acc_run<double>(op, target, origin, bytes / 8); break;
+      }
+    }
+    """
+    enum:
+        HX_SUM, HX_PROD, HX_MAX, HX_MIN, HX_LAND, HX_LOR, HX_LXOR, HX_BAND, HX_BOR, HX_BXOR, HX_REPLACE, HX_NOOP
+    bint hx_acc_ok(int kind, int op) noexcept nogil
+    void hx_acc_apply(int kind, int op, char *target, const char *origin, size_t nbytes) noexcept nogil
+
+# The most bytes accumulate_small takes: the Python layer's chunk (it holds
+# the lock for one chunk at a time); up to _ACC_STACK of them in a stack
+# buffer.
+cdef size_t _ACC_SMALL = 65536
+cdef size_t _ACC_STACK = 4096
+
+
+cdef inline int _acc_kind(cnp.ndarray a) noexcept:
+    """accumulate_small's element kind of a native-order array, or -1."""
+    cdef int t = cnp.PyArray_TYPE(a)
+    if not cnp.PyArray_ISNOTSWAPPED(a):
+        return -1
+    if cnp.PyArray_ISINTEGER(a):
+        if cnp.PyArray_ITEMSIZE(a) == 1:
+            return 4 if cnp.PyArray_ISUNSIGNED(a) else 0
+        if cnp.PyArray_ITEMSIZE(a) == 2:
+            return 5 if cnp.PyArray_ISUNSIGNED(a) else 1
+        if cnp.PyArray_ITEMSIZE(a) == 4:
+            return 6 if cnp.PyArray_ISUNSIGNED(a) else 2
+        if cnp.PyArray_ITEMSIZE(a) == 8:
+            return 7 if cnp.PyArray_ISUNSIGNED(a) else 3
+        return -1
+    if t == cnp.NPY_FLOAT32:
+        return 8
+    if t == cnp.NPY_FLOAT64:
+        return 9
+    return -1
+
+
 @cython.final
 cdef class _AccLock:
     """This rank's hold of a target's accumulate lock word: the value it

@@ -5,6 +5,7 @@
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_FORMAT
 from cpython.exc cimport PyErr_Clear
 from libc.string cimport memcpy, strchr
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int64_t, uint8_t
 
 cdef size_t _NOGIL_COPY = 1 << 16  # copies this large release the GIL

@@ -823,9 +823,92 @@ cdef class WindowState:
             _int64_store(result, old)
         return True
 
+    cpdef bint accumulate_small(self, object origin, object result, object target_rank, object target,
+                                int op) except *:
+        """An Accumulate (result None) or Get_accumulate of at most
+        _ACC_SMALL bytes in the common case: origin (and result) numpy's own
+        contiguous arrays of one basic type, the target a displacement on a
+        rank whose accumulates go under its lock word. Get, op (HX_SUM ...)
+        and put under that word, in C. False leaves it to the Python layer,
+        with nothing done."""
+        cdef Py_ssize_t r
+        cdef uint64_t off
+        cdef char *obuf
+        cdef char *rbuf = NULL
+        cdef Py_ssize_t n, rn
+        cdef int kind
+        cdef char stack[4096]
+        cdef char *tmp = stack
+        if not self._live() or not (target is None or type(target) is int) or not self._target_ok(target_rank, &r, True):
+            return False
+        if (not self.table.acc_locked[r] or self.table.access[r] != _READ_WRITE or self.table.mem_type[r] != MEM_HOST
+                or (self.table.posted[r] is not None and self.table.dirty[r])):
+            return False
+        if not _ndarray_span(origin, False, &obuf, &n) or n == 0 or <size_t>n > _ACC_SMALL:
+            return False
+        kind = _acc_kind(<cnp.ndarray>origin)
+        if kind < 0 or not hx_acc_ok(kind, op):
+            return False
+        if result is not None and not (_ndarray_span(result, True, &rbuf, &rn) and rn == n
+                                       and cnp.PyArray_TYPE(<cnp.ndarray>result) == cnp.PyArray_TYPE(<cnp.ndarray>origin)
+                                       and cnp.PyArray_ISNOTSWAPPED(<cnp.ndarray>result)):
+            return False
+        if not self.table.offset(target, r, <size_t>n, &off) or self._ctrl(r) == NULL:
+            return False
+        if <size_t>n > _ACC_STACK:
+            tmp = <char *>PyMem_Malloc(n)
+            if tmp == NULL:
+                raise MemoryError()
+        try:
+            return self._locked_update(r, off, tmp, <size_t>n, kind, op, obuf, rbuf)
+        finally:
+            if tmp != stack:
+                PyMem_Free(tmp)
+
+    cdef bint _locked_update(self, Py_ssize_t r, uint64_t off, char *tmp, size_t n, int kind, int op,
+                             const char *origin, char *result) except? 0:
+        """r's n bytes at off = op(them, origin), the old ones into result
+        (unless NULL), under r's accumulate lock (mapped here): get, op,
+        put, without r's CPU. False, with nothing done, when the lock is
+        taken (the Python layer waits for it)."""
+        cdef uint64_t *lock = self.locks_.word[r] + _CTRL_ACC // 8
+        cdef int32_t tmo = _timeout(None)
+        cdef bint local = r == self.comm_rank
+        cdef char *mem = <char *><uintptr_t>(self.table.base[r] + off)
+        if not self.acc_lock.take(lock):
+            return False
+        try:
+            if local:
+                memcpy(tmp, mem, n)
+            else:
+                self.table.connect(r)
+                self._sync_range(r, READ, tmp, off, n, tmo, "accumulate (get under the target's accumulate lock)")
+            if result != NULL:
+                memcpy(result, tmp, n)
+            if op != HX_NOOP:
+                hx_acc_apply(kind, op, tmp, origin, n)
+                if local:
+                    memcpy(mem, tmp, n)
+                else:
+                    # Raised, never redone: the put may have reached the target.
+                    self._sync_range(r, WRITE, tmp, off, n, tmo, "accumulate (put under the target's accumulate lock)")
+        finally:
+            if not self.acc_lock.give(lock):
+                raise error_for(PEER_FAILURE_STATUS,
+                                f"accumulate lock of rank {r} of window {self.label()} was not this rank's any "
+                                f"more (another rank broke it, believing this rank dead); the accumulate may "
+                                f"have been interleaved with another")
+        return True
+
     cdef int _sync_word(self, Py_ssize_t r, int op, uint64_t *local, uint64_t off, int32_t tmo, str what) except -1:
         """Read (READ) or write (WRITE) one 8-byte word of r's memory at
         ``off`` and wait for it: on r's handle, or by name without one."""
+        return self._sync_range(r, op, <char *>local, off, 8, tmo, what)
+
+    cdef int _sync_range(self, Py_ssize_t r, int op, char *local, uint64_t off, size_t n, int32_t tmo,
+                         str what) except -1:
+        """Read (READ) or write (WRITE) n bytes of r's memory at ``off`` and
+        wait for them: on r's handle, or by name without one."""
         cdef Status st
         cdef cpp_bool in_flight = True
         cdef TransferOpDesc d
@@ -834,7 +917,7 @@ cdef class WindowState:
         cdef PeerRef *p = t.peer(self.engine, r, self.priority)
         d.local_addr = <uintptr_t>local
         d.remote_addr = t.base[r] + off
-        d.len = 8
+        d.len = n
         self._enter()
         if p != NULL:
             with nogil:
@@ -849,8 +932,34 @@ cdef class WindowState:
         if st != 0:
             if p != NULL:
                 t.drop_peer(r)
-            self._raise(st, what, r, f" (8 bytes at target offset {off})")
+            self._raise(st, what, r, f" ({n} bytes at target offset {off})")
         return 0
+
+    cdef PeerRef *_target_peer(self, Py_ssize_t r) except? NULL:
+        """r's handle for an operation made by r's engine (connecting on
+        first use); NULL, and r's operations go this rank's way from now
+        on, where the engine has no handles (vendor HIXL)."""
+        cdef PeerRef *p
+        self.table.connect(r)
+        p = self.table.peer(self.engine, r, self.priority)
+        if p == NULL:
+            self.tpath.never(r)
+        return p
+
+    cdef bint _target_answered(self, Py_ssize_t r, Status st, int64_t ns, str what, str detail) except? 0:
+        """After an operation made by r's engine: True when it was made (r's
+        answer took ``ns``). False, nothing made, when the engine cannot
+        make it (UNSUPPORTED) or r refused it (PARAM_INVALID): this rank's
+        way then does it, and reports what is wrong with it. Raises the
+        rest (never redone: the operation may have been made)."""
+        if st == 103905U or st == 103900U:
+            self.tpath.never(r)
+            return False
+        if st != 0:
+            self.table.drop_peer(r)
+            self._raise(st, what, r, detail)
+        self.tpath.answered(r, ns)
+        return True
 
     cdef bint _target_move(self, Py_ssize_t r, uint64_t off, char *buf, size_t n, bint write) except? 0:
         """A Put (write) or Get of n bytes at r's offset off made by r's
@@ -859,13 +968,9 @@ cdef class WindowState:
         cdef Status st
         cdef int32_t tmo = _timeout(None)
         cdef int64_t t0
-        cdef _Table t = self.table
-        cdef PeerRef *p
-        cdef uintptr_t remote = t.base[r] + off
-        t.connect(r)
-        p = t.peer(self.engine, r, self.priority)
+        cdef uintptr_t remote = self.table.base[r] + off
+        cdef PeerRef *p = self._target_peer(r)
         if p == NULL:
-            self.tpath.never(r)
             return False
         self._enter()
         with nogil:
@@ -873,15 +978,8 @@ cdef class WindowState:
             st = TargetMoveTo(self.engine._h[0], p, WRITE if write else READ, <uintptr_t>buf, remote, n, tmo)
             t0 = hixl_now_ns() - t0
         self.engine._calls -= 1
-        if st == 103905U or st == 103900U:  # UNSUPPORTED (vendor HIXL), PARAM_INVALID (refused): system calls
-            self.tpath.never(r)
-            return False
-        if st != 0:
-            t.drop_peer(r)
-            self._raise(st, "Put (made by the target's engine)" if write else "Get (made by the target's engine)",
-                        r, f" ({n} bytes at target offset {off})")
-        self.tpath.answered(r, t0)
-        return True
+        return self._target_answered(r, st, t0, "Put (made by the target's engine)" if write else
+                                     "Get (made by the target's engine)", f" ({n} bytes at target offset {off})")
 
     cdef bint _target_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,
                              uint64_t *old) except? 0:
@@ -893,15 +991,11 @@ cdef class WindowState:
         cdef cpp_bool busy = False
         cdef int32_t tmo = _timeout(None)
         cdef int64_t t0
-        cdef _Table t = self.table
-        cdef PeerRef *p
-        cdef uintptr_t addr = t.base[r] + off, lock = t.ctrl_addr[r] + _CTRL_ACC
+        cdef uintptr_t addr = self.table.base[r] + off, lock = self.table.ctrl_addr[r] + _CTRL_ACC
         cdef uint64_t v = 0 if code == C_NOOP else value
         cdef AtomicOp aop = _FAST_OPS[code]
-        t.connect(r)
-        p = t.peer(self.engine, r, self.priority)
+        cdef PeerRef *p = self._target_peer(r)
         if p == NULL:
-            self.tpath.never(r)
             return False
         self._enter()
         with nogil:
@@ -909,16 +1003,8 @@ cdef class WindowState:
             st = TargetAtomicTo(self.engine._h[0], p, aop, addr, v, cmp, lock, self.acc_lock.owner, old, busy, tmo)
             t0 = hixl_now_ns() - t0
         self.engine._calls -= 1
-        if st == 103905U or st == 103900U:  # UNSUPPORTED (vendor HIXL), PARAM_INVALID (refused): the lock path
-            self.tpath.never(r)
-            return False
-        if st != 0:
-            t.drop_peer(r)
-            # Raised, never redone: the atomic may have been made.
-            self._raise(st, "accumulate (made by the target's engine under its accumulate lock)", r,
-                        f" (8 bytes at target offset {off})")
-        self.tpath.answered(r, t0)
-        return not busy
+        return self._target_answered(r, st, t0, "accumulate (made by the target's engine under its accumulate lock)",
+                                     f" (8 bytes at target offset {off})") and not busy
 
     cdef bint _locked_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,
                              uint64_t *old) except? 0:

@@ -244,12 +244,35 @@ JOB = textwrap.dedent("""
 """)
 
 
+def _free_run_below_ephemeral(n):
+    """A base port whose n ports are free now and lie below the kernel's
+    ephemeral range: the job's own listeners (engines, UCX) bind port 0,
+    which the kernel picks from that range, so none of them can take one of
+    these while the job starts (a port the kernel once picked could be)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for base in range(max(1024, low - 4000), low - n, 97):
+        socks = []
+        try:
+            for port in range(base, base + n):
+                s = socket.socket()
+                socks.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    pytest.fail(f"no {n} free ports below the ephemeral range ({low})")
+
+
 @pytest.mark.parametrize("ranks", [2, 3])
 def test_job_serves_each_rank_on_port_plus_rank(tmp_path, ranks):
-    with socket.socket() as s:  # a base port with its neighbours free (the kernel's pick, then let go)
-        s.bind(("127.0.0.1", 0))
-        base = s.getsockname()[1]
-    base = min(base, 65535 - ranks)
+    base = _free_run_below_ephemeral(ranks)
     prog = tmp_path / "job.py"
     prog.write_text(JOB)
     env = dict(os.environ, HIXL_RMA_TELEMETRY=f"prometheus:127.0.0.1:{base}")

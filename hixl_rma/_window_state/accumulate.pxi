@@ -4,6 +4,7 @@
 # holds that word, without the target's CPU.
 
 cdef int _ACC_TRIES = 64  # tries at a taken accumulate lock before the Python layer waits for it
+cdef int _WORD_KIND = -1  # WindowState._locked_update's word mode (the kinds of hx_acc_apply are 0 and up)
 
 
 cdef inline uint64_t _acc_apply(int code, uint64_t cur, uint64_t value, uint64_t cmp) noexcept nogil:

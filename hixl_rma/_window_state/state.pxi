@@ -866,15 +866,20 @@ cdef class WindowState:
                 PyMem_Free(tmp)
 
     cdef bint _locked_update(self, Py_ssize_t r, uint64_t off, char *tmp, size_t n, int kind, int op,
-                             const char *origin, char *result) except? 0:
+                             const char *origin, char *result, uint64_t cmp=0) except? 0:
         """r's n bytes at off = op(them, origin), the old ones into result
         (unless NULL), under r's accumulate lock (mapped here): get, op,
         put, without r's CPU. False, with nothing done, when the lock is
-        taken (the Python layer waits for it)."""
+        taken (the Python layer waits for it). Word mode (kind _WORD_KIND):
+        one 8-byte word, op a code (C_ADD ... C_CSWAP, compared with cmp),
+        origin the operand, the old word left in tmp; the word is put back
+        only when it changed (or for C_SWAP)."""
         cdef uint64_t *lock = self.locks_.word[r] + _CTRL_ACC // 8
         cdef int32_t tmo = _timeout(None)
-        cdef bint local = r == self.comm_rank
+        cdef bint local = r == self.comm_rank, changed = op != HX_NOOP
         cdef char *mem = <char *><uintptr_t>(self.table.base[r] + off)
+        cdef uint64_t new = 0
+        cdef char *out = tmp
         if not self.acc_lock.take(lock):
             return False
         try:
@@ -883,15 +888,20 @@ cdef class WindowState:
             else:
                 self.table.connect(r)
                 self._sync_range(r, READ, tmp, off, n, tmo, "accumulate (get under the target's accumulate lock)")
-            if result != NULL:
+            if kind == _WORD_KIND:
+                new = _acc_apply(op, (<uint64_t *>tmp)[0], (<const uint64_t *>origin)[0], cmp)
+                changed = new != (<uint64_t *>tmp)[0] or op == C_SWAP
+                out = <char *>&new  # tmp keeps the old word: it is the caller's answer
+            elif result != NULL:
                 memcpy(result, tmp, n)
-            if op != HX_NOOP:
-                hx_acc_apply(kind, op, tmp, origin, n)
+            if changed:
+                if kind != _WORD_KIND:
+                    hx_acc_apply(kind, op, tmp, origin, n)
                 if local:
-                    memcpy(mem, tmp, n)
+                    memcpy(mem, out, n)
                 else:
                     # Raised, never redone: the put may have reached the target.
-                    self._sync_range(r, WRITE, tmp, off, n, tmo, "accumulate (put under the target's accumulate lock)")
+                    self._sync_range(r, WRITE, out, off, n, tmo, "accumulate (put under the target's accumulate lock)")
         finally:
             if not self.acc_lock.give(lock):
                 raise error_for(PEER_FAILURE_STATUS,
@@ -1008,38 +1018,9 @@ cdef class WindowState:
 
     cdef bint _locked_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,
                              uint64_t *old) except? 0:
-        """One 8-byte atomic on r's memory under r's accumulate lock (mapped
-        here): get, op, put, without r's CPU. False, with nothing done, when
-        the lock is taken (the Python layer waits for it, breaking the holds
-        of ranks known dead)."""
-        cdef uint64_t *lock = self.locks_.word[r] + _CTRL_ACC // 8
-        cdef uint64_t cur = 0, new
-        cdef int32_t tmo = _timeout(None)
-        cdef bint local = r == self.comm_rank
-        cdef _Table t = self.table
-        if not self.acc_lock.take(lock):
-            return False
-        try:
-            if local:
-                cur = (<uint64_t *><uintptr_t>(t.base[r] + off))[0]
-            else:
-                t.connect(r)
-                self._sync_word(r, READ, &cur, off, tmo, "accumulate (get under the target's accumulate lock)")
-            old[0] = cur
-            new = _acc_apply(code, cur, value, cmp)
-            if new != cur or code == C_SWAP:
-                if local:
-                    (<uint64_t *><uintptr_t>(t.base[r] + off))[0] = new
-                else:
-                    # Raised, never redone: the put may have reached the target.
-                    self._sync_word(r, WRITE, &new, off, tmo, "accumulate (put under the target's accumulate lock)")
-        finally:
-            if not self.acc_lock.give(lock):
-                raise error_for(PEER_FAILURE_STATUS,
-                                f"accumulate lock of rank {r} of window {self.label()} was not this rank's any "
-                                f"more (another rank broke it, believing this rank dead); the accumulate may "
-                                f"have been interleaved with another")
-        return True
+        """One 8-byte atomic (code: C_ADD ...) on r's memory under r's
+        accumulate lock, the old word into old: _locked_update's word mode."""
+        return self._locked_update(r, off, <char *>old, 8, _WORD_KIND, code, <const char *>&value, NULL, cmp)
 
     # ------------------------------------------------------------ completion
 

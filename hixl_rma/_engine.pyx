@@ -88,7 +88,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         uint64_t bytes_written, bytes_read, transfer_ops, direct_ops, atomic_ops
         uint64_t notifies_sent, notifies_received, table_refreshes, regions, endpoints, accepted
         uint64_t vectored_ops, vectored_calls, peer_lookups, target_atomics_asked, target_atomics_served
-        uint64_t target_moves_asked
+        uint64_t target_moves_asked, target_writes_posted
     cdef struct PeerStats:
         uint64_t bytes_written, bytes_read, ops, answers_held, detached
         uint32_t bulk_lane
@@ -1006,7 +1006,7 @@ cdef class Engine:
                     regions=s.regions, endpoints=s.endpoints, accepted=s.accepted,
                     vectored_ops=s.vectored_ops, vectored_calls=s.vectored_calls, peer_lookups=s.peer_lookups,
                     target_atomics_asked=s.target_atomics_asked, target_atomics_served=s.target_atomics_served,
-                    target_moves_asked=s.target_moves_asked)
+                    target_moves_asked=s.target_moves_asked, target_writes_posted=s.target_writes_posted)
 
     def telemetry(self):
         """The engine's telemetry (option Telemetry) as a dict: ``enabled``, ``total`` and ``peers``

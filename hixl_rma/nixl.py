@@ -181,8 +181,8 @@ class _Stats(ctypes.Structure):
     _fields_ = [(name, ctypes.c_uint64) for name in (
         "bytes_written", "bytes_read", "transfer_ops", "direct_ops", "atomic_ops", "notifies_sent",
         "notifies_received", "table_refreshes", "regions", "endpoints", "accepted", "vectored_ops",
-        "vectored_calls", "peer_lookups", "target_atomics_asked", "target_atomics_served", "target_moves_asked")] + [
-        ("reserved", ctypes.c_uint8 * 16)]
+        "vectored_calls", "peer_lookups", "target_atomics_asked", "target_atomics_served", "target_moves_asked",
+        "target_writes_posted")] + [("reserved", ctypes.c_uint8 * 8)]
 
 
 def engine_stats(agent_name: str) -> dict:

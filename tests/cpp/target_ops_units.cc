@@ -3,10 +3,13 @@
 // tests/mpi/test_target_ops.py) on a registry of its own: it applies the op
 // under the lock word and lets go, answers BUSY without touching the word
 // operated on while another holds the lock, and refuses words outside its
-// host regions, misaligned or equal ones, unknown ops and other kinds.
+// host regions, misaligned or equal ones, unknown ops and other kinds. And
+// what it does with a posted write (ServePost), and how it counts an
+// origin's posted writes, in whatever order they come (Posts).
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -101,4 +104,40 @@ TEST_CASE("target atomics: refused outside the host regions, misaligned, on the 
   REQUIRE(t.reg.BeginWithdraw(t.h, wait, id, started) == SUCCESS);
   CHECK(TargetOps::Serve(t.Ask(ext::AtomicOp::ADD, 1, 1), t.reg).result == TargetOps::kRefused);
   CHECK(t.words[1] == 0);
+}
+
+TEST_CASE("posted writes: the bytes land in a host region; outside one, or a wrong length, nothing is written") {
+  Target t;
+  const char bytes[12] = "hello posts";
+  TargetOps::Request q{0, t.at(2), sizeof(bytes), 0, 0, 99, 0, TargetOps::kPost};
+  CHECK(TargetOps::ServePost(q, bytes, sizeof(bytes), t.reg));
+  CHECK(std::memcmp(reinterpret_cast<const void *>(t.at(2)), bytes, sizeof(bytes)) == 0);
+  std::vector<uint64_t> other(2, 11);
+  q.addr = reinterpret_cast<uint64_t>(other.data());  // not registered
+  CHECK_FALSE(TargetOps::ServePost(q, bytes, sizeof(bytes), t.reg));
+  CHECK((other[0] == 11 && other[1] == 11));
+  q.addr = t.at(7);  // runs past the region's end
+  CHECK_FALSE(TargetOps::ServePost(q, bytes, sizeof(bytes), t.reg));
+  CHECK(t.words[7] == 0);
+  q.addr = t.at(4);
+  CHECK_FALSE(TargetOps::ServePost(q, bytes, sizeof(bytes) - 1, t.reg));  // the header says 12
+  q.kind = TargetOps::kWrite;
+  CHECK_FALSE(TargetOps::ServePost(q, bytes, sizeof(bytes), t.reg));
+  CHECK(t.words[4] == 0);
+}
+
+TEST_CASE("posted writes: counted done up to the first missing number, whatever the order") {
+  TargetOps::Posts p;
+  p.Done(0, true);
+  CHECK(p.next == 1);
+  p.Done(2, true);  // 1 is still on its way
+  p.Done(3, false);
+  CHECK(p.next == 1);
+  CHECK(p.refused == 1);
+  p.Done(1, true);
+  CHECK(p.next == 4);
+  CHECK(p.ahead.empty());
+  p.Done(2, true);  // a duplicate counts nothing
+  CHECK(p.next == 4);
+  CHECK(p.refused == 1);
 }

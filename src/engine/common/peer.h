@@ -119,6 +119,15 @@ struct Peer {
   /** @brief The bulk lane, or null. */
   std::shared_ptr<Peer> lane();
 
+  /// Writes posted for the peer's engine to make, without an answer each
+  /// (TargetOps::Post): numbered from 0 under `target_cookie` (0 until the
+  /// first), a flush asks the peer whether all below `target_posted` are
+  /// done (TargetOps::Sync); all below `target_synced` were. `target_mu`
+  /// pairs a number with its send, so a failed send takes none.
+  std::mutex target_mu;
+  std::atomic<uint64_t> target_cookie{0};
+  std::atomic<uint64_t> target_posted{0}, target_synced{0};
+  std::atomic<uint32_t> target_refused_seen{0};  ///< refusals the peer had reported at the last sync
   /// Detached jobs (copies, notifies: detached.h) in flight for this peer,
   /// and the first failure among those ended since it was last taken
   /// (status and text under detached_mu, detached_failed says there is one).

@@ -48,8 +48,9 @@ class LazyDeadline {
 };
 
 constexpr uint32_t kMagic = 0x4d525848U;  // "HXRM"
-constexpr uint16_t kVersion = 4;  // 2: mutual challenge-response, region ids; 3: engine ids in the proofs;
-                                  // 4: atomics made by the target (its engine must answer them)
+constexpr uint16_t kVersion = 5;  // 2: mutual challenge-response, region ids; 3: engine ids in the proofs;
+                                  // 4: atomics made by the target (its engine must answer them);
+                                  // 5: writes posted to the target, and their sync
 /** Frames before authentication are tiny: a stranger cannot make us buffer much. */
 constexpr uint32_t kMaxHelloPayload = 4096;
 constexpr uint32_t kMaxPayload = 64U << 20;

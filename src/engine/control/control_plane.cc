@@ -238,6 +238,7 @@ void ControlPlane::AddStats(ext::Stats &s) {
   s.target_atomics_asked = target_ops_.asked();
   s.target_atomics_served = target_ops_.served();
   s.target_moves_asked = target_ops_.moves_asked();
+  s.target_writes_posted = target_ops_.posted();
 }
 
 }  // namespace engine

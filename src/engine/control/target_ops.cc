@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "common/status.h"
@@ -89,15 +90,39 @@ TargetOps::Answer TargetOps::Serve(const Request &q, RegionRegistry &registry) {
   return a;
 }
 
+bool TargetOps::ServePost(const Request &q, const void *data, size_t length, RegionRegistry &registry) {
+  return q.kind == kPost && q.value == length && length != 0 && length <= kMaxMove &&
+         registry.WithHostRanges(q.addr, length, 0, 0,
+                                 [&] { std::memcpy(reinterpret_cast<void *>(q.addr), data, length); });
+}
+
+void TargetOps::Posts::Done(uint64_t seq, bool ok) {
+  if (!ok) ++refused;
+  if (seq != next) {
+    if (seq > next) ahead.insert(seq);  // below next: a duplicate, counted already
+    return;
+  }
+  ++next;
+  while (!ahead.empty() && *ahead.begin() == next) {
+    ahead.erase(ahead.begin());
+    ++next;
+  }
+}
+
 ucs_status_t TargetOps::OnRequest(void *arg, const void *header, size_t header_length, void *data, size_t length,
                                   const ucp_am_recv_param_t *param) {
-  // Eager, with a way back: anything else is not a request of ours.
-  if (header_length != sizeof(Request) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) ||
-      !(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
-    return UCS_OK;
+  // Eager, and (but for a posted write) with a way back: anything else is not a request of ours.
+  if (header_length != sizeof(Request) || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) return UCS_OK;
   auto *self = static_cast<TargetOps *>(arg);
   Request q;
   std::memcpy(&q, header, sizeof(q));
+  if (q.kind == kPost) {
+    const bool ok = ServePost(q, data, length, *self->registry_);
+    std::lock_guard<std::mutex> lk(self->mu_);
+    self->posts_[q.owner].Done(q.token, ok);
+    return UCS_OK;
+  }
+  if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) return UCS_OK;
   Answer a{q.token, 0, kRefused, 0};
   std::string *back = nullptr;
   if (q.kind == kAtomic && length == 0) {
@@ -115,6 +140,14 @@ ucs_status_t TargetOps::OnRequest(void *arg, const void *header, size_t header_l
       a.result = kDone;
       back = bytes.release();
     }
+  } else if (q.kind == kSync && length == 0) {
+    // Done when every write the origin numbered below q.value is: the
+    // answer carries how far this engine got and its refusals so far.
+    std::lock_guard<std::mutex> lk(self->mu_);
+    auto it = self->posts_.find(q.owner);
+    a.old = it != self->posts_.end() ? it->second.next : 0;
+    a.reserved = it != self->posts_.end() ? it->second.refused : 0;
+    a.result = a.old >= q.value ? kDone : kBusy;
   }
   SendOwned(param->reply_ep, kTargetOpReplyAmId, &a, sizeof(a), back, 0);  // a lost answer: the origin times out
   return UCS_OK;
@@ -201,6 +234,80 @@ Status TargetOps::Move(const PeerPtr &peer, TransferOp op, uintptr_t local, uint
                        deadline, write ? "write made by the target" : "read made by the target");
   if (st == SUCCESS) moves_asked_.fetch_add(1, std::memory_order_relaxed);
   return st;
+}
+
+uint64_t TargetOps::NewSalt() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+Status TargetOps::Post(const PeerPtr &peer, uintptr_t local, uintptr_t remote, size_t len, Deadline deadline,
+                       bool &in_flight) {
+  in_flight = false;
+  if (len == 0 || len > kMaxMove) return Fail(PARAM_INVALID, "a write made by the target takes 1 to 8192 bytes");
+  std::shared_ptr<Endpoint> ep = peer->endpoint();
+  if (!ep) return peer->Gone("write made by the target");
+  ucp_request_param_t param;
+  std::memset(&param, 0, sizeof(param));
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  // No copy of the bytes here: sent at once (an eager copy into the
+  // transport), or this call waits until UCX has sent them.
+  param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_COPY_HEADER;
+  void *req;
+  {
+    std::lock_guard<std::mutex> lk(peer->target_mu);
+    uint64_t cookie = peer->target_cookie.load(std::memory_order_relaxed);
+    if (cookie == 0) {
+      // splitmix64's odd constant: distinct counters give distinct cookies
+      cookie = salt_ ^ (cookies_.fetch_add(1, std::memory_order_relaxed) + 1) * 0x9e3779b97f4a7c15ULL;
+      if (cookie == 0) cookie = 1;
+      peer->target_cookie.store(cookie, std::memory_order_release);
+    }
+    const uint64_t seq = peer->target_posted.load(std::memory_order_relaxed);
+    Request q{seq, remote, len, 0, 0, cookie, 0, kPost};
+    req = ucp_am_send_nbx(ep->get(), kTargetOpAmId, &q, sizeof(q), reinterpret_cast<void *>(local), len, &param);
+    if (UCS_PTR_IS_ERR(req))
+      return Fail(FAILED, "write made by the target at " + peer->name + ": " +
+                              ucs_status_string(UCS_PTR_STATUS(req)));
+    peer->target_posted.store(seq + 1, std::memory_order_release);  // numbered: a flush now waits for it
+  }
+  moves_asked_.fetch_add(1, std::memory_order_relaxed);
+  posted_.fetch_add(1, std::memory_order_relaxed);
+  if (req == nullptr) return SUCCESS;
+  ucs_status_t us = ep->worker()->Wait(req, deadline, [&] { return peer->Abort(); });
+  if (us == UCS_OK) return SUCCESS;
+  in_flight = true;
+  if (peer->dead) return peer->Error("write made by the target");
+  return Fail(us == UCS_ERR_TIMED_OUT ? TIMEOUT : FAILED,
+              "write made by the target at " + peer->name + ": " +
+                  (us == UCS_ERR_TIMED_OUT ? std::string("not sent in time") : ucs_status_string(us)));
+}
+
+Status TargetOps::Sync(const PeerPtr &peer, Deadline deadline, const char *what) {
+  const uint64_t upto = peer->target_posted.load(std::memory_order_acquire);
+  if (peer->target_synced.load(std::memory_order_acquire) >= upto) return SUCCESS;
+  const uint64_t cookie = peer->target_cookie.load(std::memory_order_acquire);
+  for (;;) {
+    Slot slot;
+    Request q{0, 0, upto, 0, 0, cookie, 0, kSync};
+    Status st = Exchange(peer, q, nullptr, 0, slot, deadline, what);
+    if (st != SUCCESS) return st;
+    const uint32_t refused = slot.answer.reserved;
+    const uint32_t seen = peer->target_refused_seen.exchange(refused, std::memory_order_acq_rel);
+    if (refused != seen)
+      return Fail(PARAM_INVALID, std::string(what) + " at " + peer->name + ": " + std::to_string(refused - seen) +
+                                     " write(s) made by the target refused (not in a host region it registered)");
+    if (slot.answer.result == kDone) {
+      uint64_t synced = peer->target_synced.load(std::memory_order_relaxed);
+      while (synced < upto &&
+             !peer->target_synced.compare_exchange_weak(synced, upto, std::memory_order_acq_rel)) {
+      }
+      return SUCCESS;
+    }
+    // Some are still on their way (behind a later one): ask again.
+    if (Clock::now() >= deadline)
+      return Fail(TIMEOUT, std::string(what) + " at " + peer->name + ": writes made by the target not done in time");
+  }
 }
 
 }  // namespace engine

@@ -11,6 +11,10 @@
 // operation; a write or read here is complete when answered, as the system
 // call is when it returns.
 //
+// Writes may also be posted (Post): not answered each, so an origin's run
+// of small Puts pipelines with the target's copies; a flush of the peer asks
+// once whether all it posted are done (Sync).
+//
 // Both sides live here. Target: OnRequest checks that the words or bytes lie
 // in host regions this engine registered (the registry, held while it
 // works), for an atomic tries the lock word once (the answer is BUSY when
@@ -27,6 +31,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "hixl/hixl_ext.h"
@@ -41,7 +46,7 @@ class RegionRegistry;
 class TargetOps {
  public:
   /** The kinds of request. */
-  static constexpr uint32_t kAtomic = 0, kWrite = 1, kRead = 2;
+  static constexpr uint32_t kAtomic = 0, kWrite = 1, kRead = 2, kPost = 3, kSync = 4;
   /** The most bytes a write or read here moves (it goes as one eager message each way). */
   static constexpr size_t kMaxMove = 8192;
 
@@ -94,15 +99,52 @@ class TargetOps {
    */
   Status Move(const PeerPtr &peer, TransferOp op, uintptr_t local, uintptr_t remote, size_t len, Deadline deadline);
 
+  /**
+   * @brief Have `peer`'s engine write `len` bytes (1 to kMaxMove) at `local`
+   *        to its `remote`, without waiting for it: the peer's next Sync
+   *        proves it done. UCX reads `local` no more once this returns
+   *        SUCCESS.
+   * @param in_flight set when a failed call may still have left the send
+   *        in UCX (it reads `local` until the peer's next flush).
+   */
+  Status Post(const PeerPtr &peer, uintptr_t local, uintptr_t remote, size_t len, Deadline deadline,
+              bool &in_flight);
+  /**
+   * @brief Wait until every write posted to `peer` before this call is done
+   *        at the target.
+   * @return SUCCESS; PARAM_INVALID when the target refused any (not in a
+   *         host region it registered) since the last sync; the peer's
+   *         error once it is dead; TIMEOUT.
+   */
+  Status Sync(const PeerPtr &peer, Deadline deadline, const char *what);
+
   /** @brief Atomics made for this engine by its peers' so far (answered DONE). */
   uint64_t asked() const { return asked_.load(std::memory_order_relaxed); }
   /** @brief Atomics this engine made for its peers so far. */
   uint64_t served() const { return served_.load(std::memory_order_relaxed); }
   /** @brief Writes and reads made for this engine by its peers' so far. */
   uint64_t moves_asked() const { return moves_asked_.load(std::memory_order_relaxed); }
+  /** @brief Of those, writes posted (Post). */
+  uint64_t posted() const { return posted_.load(std::memory_order_relaxed); }
 
   /** @brief What the target does with an atomic's request (the lock word tried once; its unit test calls it). */
   static Answer Serve(const Request &q, RegionRegistry &registry);
+
+  /** @brief What the target does with a posted write's request and bytes: true when it wrote them. */
+  static bool ServePost(const Request &q, const void *data, size_t length, RegionRegistry &registry);
+
+  /**
+   * @brief The target's count of one origin's posted writes: all numbered
+   *        below `next` are done, and those in `ahead` (come before an
+   *        earlier one: UCX need not keep order); `refused` of them were.
+   */
+  struct Posts {
+    uint64_t next = 0;
+    std::set<uint64_t> ahead;
+    uint32_t refused = 0;
+    /** @brief Write number `seq` is done (refused when `ok` is false). */
+    void Done(uint64_t seq, bool ok);
+  };
 
  private:
   struct Slot {
@@ -123,7 +165,15 @@ class TargetOps {
   std::mutex mu_;  ///< a leaf: guards the two below
   std::unordered_map<uint64_t, Slot *> slots_;
   uint64_t next_token_ = 1;
-  std::atomic<uint64_t> asked_{0}, served_{0}, moves_asked_{0};
+  /// Target: the posted writes of each origin, by the cookie it chose. An
+  /// entry lives as long as this engine (one per connection an origin made
+  /// to it): a later origin's fresh cookie must not find its counts reset.
+  std::unordered_map<uint64_t, Posts> posts_;
+  /// Origin: cookies for the peers' posted writes, unique across origins.
+  const uint64_t salt_ = NewSalt();
+  std::atomic<uint64_t> cookies_{0};
+  static uint64_t NewSalt();
+  std::atomic<uint64_t> asked_{0}, served_{0}, moves_asked_{0}, posted_{0};
 };
 
 }  // namespace engine

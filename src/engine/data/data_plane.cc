@@ -185,6 +185,10 @@ Status DataPlane::Post(const PeerPtr &peer, TransferOp op, DescSpan descs, LazyD
 
 Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *what, bool detached,
                             ext::Priority priority) {
+  if (peer->target_posted.load(std::memory_order_acquire) != peer->target_synced.load(std::memory_order_acquire)) {
+    Status st = control_.target_ops().Sync(peer, deadline, what);  // writes the peer's engine makes
+    if (st != SUCCESS) return st;
+  }
   if (priority == ext::Priority::BULK) {  // everything to the peer: its bulk lane's too
     PeerPtr lane = peer->lane();
     if (lane) {
@@ -451,6 +455,21 @@ Status DataPlane::TargetAtomicPeer(const PeerPtr &peer, ext::AtomicOp op, uintpt
   if (st != SUCCESS || busy) return st;
   ++peer->ops;
   if (result != nullptr) *result = old;
+  return SUCCESS;
+}
+
+Status DataPlane::TargetPostPeer(const PeerPtr &peer, uintptr_t local, uintptr_t remote, size_t len,
+                                 int32_t timeout_ms, bool &in_flight) {
+  in_flight = false;
+  Status st = CheckPeer(peer);
+  if (st != SUCCESS) return st;
+  if (local == 0) return Fail(PARAM_INVALID, "a write made by the target: null local address");
+  st = control_.target_ops().Post(peer, local, remote, len, DeadlineIn(timeout_ms), in_flight);
+  if (st != SUCCESS) return st;
+  ++transfer_ops_;
+  ++peer->ops;
+  bytes_written_ += len;
+  peer->bytes_written += len;
   return SUCCESS;
 }
 

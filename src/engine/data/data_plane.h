@@ -83,6 +83,10 @@ class DataPlane {
   /** @brief One atomic made by the peer's engine under its lock word at `lock` (TargetOps::Ask). */
   Status TargetAtomicPeer(const PeerPtr &peer, ext::AtomicOp op, uintptr_t addr, uint64_t value, uint64_t compare,
                           uintptr_t lock, uint64_t owner, uint64_t *result, bool &busy, int32_t timeout_ms);
+  /** @brief A write of at most TargetOps::kMaxMove bytes the peer's engine makes, done by the peer's next flush
+   *  (TargetOps::Post). */
+  Status TargetPostPeer(const PeerPtr &peer, uintptr_t local, uintptr_t remote, size_t len, int32_t timeout_ms,
+                        bool &in_flight);
   /** @brief A write or read of at most TargetOps::kMaxMove bytes made by the peer's engine (TargetOps::Move). */
   Status TargetMovePeer(const PeerPtr &peer, TransferOp op, uintptr_t local, uintptr_t remote, size_t len,
                         int32_t timeout_ms);

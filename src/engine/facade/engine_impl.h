@@ -116,6 +116,10 @@ class HixlImpl {
                     uint64_t *result, int32_t timeout_ms) {
     return data_.AtomicPeer(peer, op, addr, value, compare, result, timeout_ms);
   }
+  Status TargetPostPeer(const engine::PeerPtr &peer, uintptr_t local, uintptr_t remote, size_t len,
+                        int32_t timeout_ms, bool &in_flight) {
+    return data_.TargetPostPeer(peer, local, remote, len, timeout_ms, in_flight);
+  }
   Status TargetMovePeer(const engine::PeerPtr &peer, TransferOp op, uintptr_t local, uintptr_t remote, size_t len,
                         int32_t timeout_ms) {
     return data_.TargetMovePeer(peer, op, local, remote, len, timeout_ms);

@@ -274,6 +274,16 @@ Status TargetMoveTo(Hixl &e, PeerRef *peer, TransferOp operation, uintptr_t loca
                  &peer->peer->telemetry);
 }
 
+Status TargetPostTo(Hixl &e, PeerRef *peer, uintptr_t local_addr, uintptr_t remote_addr, size_t len,
+                    int32_t timeout_in_millis, bool &in_flight) {
+  in_flight = false;
+  if (peer == nullptr) return engine::Fail(PARAM_INVALID, "TargetPostTo: null peer");
+  hixl::engine::ClearError();
+  HixlImpl &impl = *ImplOf(e);
+  return Counted(impl, impl.TargetPostPeer(peer->peer, local_addr, remote_addr, len, timeout_in_millis, in_flight),
+                 &peer->peer->telemetry);
+}
+
 Status TargetAtomicTo(Hixl &e, PeerRef *peer, AtomicOp op, uintptr_t remote_addr, uint64_t value, uint64_t compare,
                       uintptr_t remote_lock, uint64_t owner, uint64_t *result, bool &busy, int32_t timeout_in_millis) {
   busy = false;

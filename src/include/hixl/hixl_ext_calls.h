@@ -112,6 +112,17 @@ HIXL_EXT_CALL(Status, AtomicTo, (Hixl &engine, PeerRef *peer, AtomicOp op, uintp
 HIXL_EXT_CALL(Status, TargetMoveTo, (Hixl &engine, PeerRef *peer, TransferOp operation, uintptr_t local_addr, uintptr_t remote_addr, size_t len, int32_t timeout_in_millis), UNSUPPORTED)
 
 /**
+ * @brief Have the peer's engine write `len` bytes (1 to 8192) from
+ *        `local_addr` to its remote_addr with its CPU, without waiting for
+ *        it: the peer's next flush (FlushPeer, or any flush that covers it)
+ *        waits until it is done, and reports a refused range (not in a host
+ *        region the peer registered) as PARAM_INVALID. The local bytes are
+ *        free once this returns SUCCESS.
+ * @param in_flight set when a failed call may still read local_addr until the peer's next flush.
+ */
+HIXL_EXT_CALL(Status, TargetPostTo, (Hixl &engine, PeerRef *peer, uintptr_t local_addr, uintptr_t remote_addr, size_t len, int32_t timeout_in_millis, bool &in_flight), UNSUPPORTED)
+
+/**
  * @brief One 64-bit atomic that the peer's engine makes on its own memory at
  *        remote_addr while it holds the lock word at remote_lock (0 when
  *        free; it writes `owner`, non-zero, there meanwhile): the peer's CPU

@@ -119,8 +119,9 @@ struct Stats {
   uint64_t peer_lookups;     ///< data calls that named their peer by address (each resolves the name)
   uint64_t target_atomics_asked;   ///< atomics peers' engines made for this one (TargetAtomicTo)
   uint64_t target_atomics_served;  ///< atomics this engine made for its peers
-  uint64_t target_moves_asked;     ///< writes and reads peers' engines made for this one (TargetMoveTo)
-  uint8_t reserved[16];
+  uint64_t target_moves_asked;     ///< writes and reads peers' engines made for this one (TargetMoveTo, TargetPostTo)
+  uint64_t target_writes_posted;   ///< of those, writes posted without an answer each (TargetPostTo)
+  uint8_t reserved[8];
 };
 
 /** @brief Per-peer counters. */

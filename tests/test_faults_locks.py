@@ -168,3 +168,75 @@ def test_dead_holder_of_an_accumulate_lock(tmp_path, by):
     assert res["wait@0"][0] == "OK" and res["data@0"][0] == "OK", out
     # the first found the word held (BUSY), the others went to rank 0's engine
     assert res["asked@1"][0] == ("49" if by == "target" else "0"), out
+
+
+POSTED_SCRIPT = textwrap.dedent(r'''
+    import os, signal, sys, time
+    import numpy as np
+    from mpi4py import MPI
+    import hixl_rma
+    from hixl_rma import Win
+
+    comm = MPI.COMM_WORLD
+    rank = comm.Get_rank()
+    MODE = sys.argv[2]
+    hixl_rma.Init()
+
+    log = open(f"{sys.argv[1]}.{rank}", "w")
+
+    def out(name, *words):
+        print("RESULT", f"{name}@{rank}", *words, file=log, flush=True)
+
+''') + procutil.ATTEMPT + textwrap.dedent(r'''
+
+    buf = np.zeros(1 << 16, np.uint8)
+    win = Win.Create(buf, disp_unit=1, comm=comm)
+    out("acc_locked", str(win._core.targets[0].acc_locked), "0")
+    pids = comm.allgather(os.getpid())
+    src = np.ones(256, np.uint8)
+    if rank == 1:  # a run under way: connected, Puts posted to rank 0's engine
+        win.Lock(0, hixl_rma.LOCK_SHARED)
+        for i in range(8):
+            win.Put(src, 0, 256 * i)
+    comm.Barrier()
+    if rank == 0:
+        sys.stdout.flush()
+        os.kill(os.getpid(), signal.SIGSTOP if MODE == "stop" else signal.SIGKILL)
+    else:
+        time.sleep(0.3)
+
+        def posted():
+            for i in range(400):
+                win.Put(src, 0, 256 * (i % 256))
+            win.Flush(0)
+
+        attempt("posted", posted)
+        out("posts", str(win._core.engine.stats()["target_writes_posted"]), "0")
+        if MODE == "stop":
+            os.kill(pids[0], signal.SIGCONT)
+    print("DONE", rank, file=log, flush=True)
+    os._exit(0)
+''')
+
+
+@needs_hydra
+@pytest.mark.parametrize("mode", ["kill", "stop"])
+def test_puts_posted_to_a_dead_or_stopped_target(tmp_path, mode):
+    """Small Puts posted to the target's engine (not answered each) while
+    it is killed or stopped: a Put that finds no room, or the Flush that
+    waits for them, raises (PeerFailure for a dead rank, HixlTimeoutError
+    for a stopped one) within the timeout, never hangs."""
+    script = tmp_path / "posted.py"
+    script.write_text(POSTED_SCRIPT)
+    env = _env(HIXL_RMA_TARGET_OPS="target")
+    rc, out = procutil.run([MPIEXEC, "-disable-auto-cleanup", "-n", "2", "bash", "-c", WRAPPER, "wrapper",
+                            sys.executable, str(script), str(tmp_path / "out"), mode], env, 60)
+    out += "".join((tmp_path / f"out.{r}").read_text() for r in (0, 1) if (tmp_path / f"out.{r}").exists())
+    assert "DONE 1" in out, f"the origin did not finish (rc {rc}):\n{out}"
+    res = _results(out)
+    if res["acc_locked@1"][0] != "True":
+        pytest.skip("Create windows are not under the accumulate lock here (no same-node mapping)")
+    assert int(res["posts@1"][0]) > 0, out  # the run was posted, not answered each
+    want = "PeerFailure" if mode == "kill" else "HixlTimeoutError"
+    assert res["posted@1"][0] == want and "rank 0" in res["posted@1"][2], out
+    assert res["posted@1"][1] < TIMEOUT_MS / 1000 + 2, out

@@ -736,8 +736,18 @@ cdef class WindowState:
                     _copy(direct + off, buf, <size_t>nbytes, write)
                 return 1
             timed = <size_t>nbytes <= _TARGET_MOVE and self.table.acc_locked[r] and r != self.comm_rank
-            if timed and self.tpath.by_target(r) and self._target_move(r, off, buf, <size_t>nbytes, write):
-                return 1  # complete at the target, as the system call would be
+            if timed and self.tpath.by_target(r):
+                # The first Put since r's flush waits for its answer: a lone
+                # Put + Flush then costs one round trip, not a post and a
+                # sync. It leaves r dirty (its flush finds nothing to wait
+                # for), so later ones are posted, and pipeline with r's copies.
+                if write and self.table.dirty[r]:
+                    if self._target_post(r, off, buf, <size_t>nbytes, origin):
+                        return 1  # r's flush proves it done, as for a transfer in flight
+                elif self._target_move(r, off, buf, <size_t>nbytes, write):
+                    if write:
+                        self.table.keep(r, None)
+                    return 1  # complete at the target, as the system call would be
             one.local_addr = <uintptr_t>buf
             one.remote_addr = self.table.base[r] + off
             one.len = <size_t>nbytes
@@ -956,7 +966,8 @@ cdef class WindowState:
             self.tpath.never(r)
         return p
 
-    cdef bint _target_answered(self, Py_ssize_t r, Status st, int64_t ns, str what, str detail) except? 0:
+    cdef bint _target_answered(self, Py_ssize_t r, Status st, int64_t ns, str what, size_t n,
+                               uint64_t off) except? 0:
         """After an operation made by r's engine: True when it was made (r's
         answer took ``ns``). False, nothing made, when the engine cannot
         make it (UNSUPPORTED) or r refused it (PARAM_INVALID): this rank's
@@ -967,7 +978,7 @@ cdef class WindowState:
             return False
         if st != 0:
             self.table.drop_peer(r)
-            self._raise(st, what, r, detail)
+            self._raise(st, what, r, f" ({n} bytes at target offset {off})")
         self.tpath.answered(r, ns)
         return True
 
@@ -989,7 +1000,33 @@ cdef class WindowState:
             t0 = hixl_now_ns() - t0
         self.engine._calls -= 1
         return self._target_answered(r, st, t0, "Put (made by the target's engine)" if write else
-                                     "Get (made by the target's engine)", f" ({n} bytes at target offset {off})")
+                                     "Get (made by the target's engine)", n, off)
+
+    cdef bint _target_post(self, Py_ssize_t r, uint64_t off, char *buf, size_t n, object origin) except? 0:
+        """A Put of n bytes at r's offset off that r's engine makes, not
+        waited for: r is dirty, its flush waits until it is done (runs of
+        small Puts pipeline with r's copies). False, with nothing done,
+        when r's engine does not make them."""
+        cdef Status st
+        cdef cpp_bool in_flight = False
+        cdef int32_t tmo = _timeout(None)
+        cdef int64_t t0
+        cdef uintptr_t remote = self.table.base[r] + off
+        cdef PeerRef *p = self._target_peer(r)
+        if p == NULL:
+            return False
+        self._enter()
+        with nogil:
+            t0 = hixl_now_ns()
+            st = TargetPostTo(self.engine._h[0], p, <uintptr_t>buf, remote, n, tmo, in_flight)
+            t0 = hixl_now_ns() - t0
+        self.engine._calls -= 1
+        if st != 0 and in_flight:
+            self.table.keep(r, origin)  # UCX may still read it: held until r's next flush
+        if not self._target_answered(r, st, t0, "Put (made by the target's engine)", n, off):
+            return False
+        self.table.keep(r, None)
+        return True
 
     cdef bint _target_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,
                              uint64_t *old) except? 0:
@@ -1014,7 +1051,7 @@ cdef class WindowState:
             t0 = hixl_now_ns() - t0
         self.engine._calls -= 1
         return self._target_answered(r, st, t0, "accumulate (made by the target's engine under its accumulate lock)",
-                                     f" (8 bytes at target offset {off})") and not busy
+                                     8, off) and not busy
 
     cdef bint _locked_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,
                              uint64_t *old) except? 0:

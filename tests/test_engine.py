@@ -1140,6 +1140,42 @@ def test_table_refresh_on_new_region(pair):
     assert a.stats()["table_refreshes"] == before + 1  # cached now
 
 
+def test_views_registered_one_by_one_reach_their_peer_and_withdrawals_hold(pair):
+    """A target registers 4 KiB views of one buffer one at a time, each
+    written by the origin right after (a table miss each: the refresh
+    fetches only the regions after the highest id the origin knows), and
+    withdraws every third view along the way, registering a new view over
+    the same bytes at once: every write lands in its view, and a write to a
+    withdrawn range that no view covers any more is refused with the
+    target's memory unchanged."""
+    a, b = pair
+    n, size = 300, 4096
+    mem = np.zeros(n * size, np.uint8)
+    src = np.zeros(n * size, np.uint8)
+    for i in range(n):
+        src[i * size:(i + 1) * size] = i % 251 + 1
+    a.register_mem(src)
+    before = a.stats()["table_refreshes"]
+    views = []
+    for i in range(n):
+        views.append(b.register_mem(mem[i * size:(i + 1) * size]))
+        a.transfer_sync(b.address, WRITE, [(addr(src) + i * size, addr(mem) + i * size, size)])
+        if i % 3 == 2:  # withdraw one, then cover the same bytes with a new view
+            b.deregister_mem(views[i - 1])
+            views[i - 1] = b.register_mem(mem[(i - 1) * size:i * size])
+            a.transfer_sync(b.address, WRITE, [(addr(src) + (i - 1) * size, addr(mem) + (i - 1) * size, size)])
+    assert a.stats()["table_refreshes"] - before >= n  # a miss per new view, as before
+    np.testing.assert_array_equal(mem, src)
+    gone = 7
+    b.deregister_mem(views[gone])
+    mem[:] = 0
+    with pytest.raises(ParamError, match="not registered"):
+        a.transfer_sync(b.address, WRITE, [(addr(src) + gone * size, addr(mem) + gone * size, size)])
+    assert not mem.any()
+    a.transfer_sync(b.address, WRITE, [(addr(src), addr(mem), size)])  # the others still there
+    np.testing.assert_array_equal(mem[:size], src[:size])
+
+
 @pytest.mark.parametrize("kind", ["registered", "allocated"])
 def test_a_finalized_engine_tells_its_clients_why(kind):
     """Finalize sends BYE to the connected clients: their next calls on it

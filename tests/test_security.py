@@ -39,7 +39,7 @@ from support import procutil
 
 pytestmark = pytest.mark.timeout(120)
 
-MAGIC, VERSION = 0x4D525848, 4
+MAGIC, VERSION = 0x4D525848, 5
 HELLO, HELLO_OK, REJECT, TABLE_REQ, TABLE_RESP, INVALIDATE, INVALIDATE_ACK, BYE, CHALLENGE, PROOF = range(1, 11)
 HEADER = struct.Struct("<IHHIIQ")
 TOKEN = "a3f9c2d1e8b7a6f5a3f9c2d1e8b7a6f5"

@@ -300,8 +300,13 @@ bool Acceptor::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std:
       break;
   }
   switch (type) {
-    case Msg::TABLE_REQ:
-      return Queue(a, Frame(Msg::TABLE_RESP, h.req_id, registry_.EncodeTable()));
+    case Msg::TABLE_REQ: {
+      // With the highest region id the peer knows: the regions after it.
+      Cursor c(payload.data(), payload.size());
+      uint64_t after = 0;
+      if (!payload.empty() && !c.u64(after)) after = 0;
+      return Queue(a, Frame(Msg::TABLE_RESP, h.req_id, registry_.EncodeTable(after)));
+    }
     case Msg::INVALIDATE_ACK: {
       auto it = ack_waits_.find(h.req_id);
       if (it != ack_waits_.end()) {

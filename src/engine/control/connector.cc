@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "common/log.h"
@@ -76,6 +78,9 @@ Status Connector::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> 
   if (!c.u32(count) || count > kMaxRegions) return Fail(FAILED, "malformed memory table from " + peer.name);
   out.clear();
   out.reserve(count);
+  std::unordered_map<uint64_t, const RemoteRegion *> known;  // by id: a table of thousands is no quadratic scan
+  known.reserve(old.size());
+  for (const RemoteRegion &r : old) known.emplace(r.id, &r);
   for (uint32_t i = 0; i < count; ++i) {
     uint64_t id = 0, addr = 0, len = 0;
     uint32_t type = 0, flags = 0;
@@ -84,9 +89,9 @@ Status Connector::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> 
         addr + len < addr)
       return Fail(FAILED, "malformed memory table from " + peer.name);
     // A region we know already keeps its key and mapping (no re-attach, warm page tables).
-    auto same = std::find_if(old.begin(), old.end(), [&](const RemoteRegion &r) { return r.id == id; });
-    if (same != old.end()) {
-      out.push_back(*same);
+    auto same = known.find(id);
+    if (same != known.end()) {
+      out.push_back(*same->second);
       continue;
     }
     RemoteRegion r{id, addr, len, type, nullptr, nullptr};
@@ -357,7 +362,7 @@ ext::PeerState Connector::StateOf(const std::string &remote) {
 }
 
 Status Connector::ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
-                                 uint64_t *seq) {
+                                 uint64_t *seq, const std::string &payload) {
   const uint64_t req_id = loop_.NextId();
   // The entry waits for the answer; whatever happens, this call removes it
   // (an answer arriving after it is gone is dropped).
@@ -376,7 +381,7 @@ Status Connector::ControlRequest(const PeerPtr &peer, Msg type, std::string &res
   {
     std::lock_guard<std::mutex> sl(peer->send_mu);
     if (peer->dead || peer->closing || !peer->fd.valid() ||
-        !SendAll(peer->fd.get(), Frame(type, req_id, ""), deadline))
+        !SendAll(peer->fd.get(), Frame(type, req_id, payload), deadline))
       return peer->closing ? peer->Gone("control request") : peer->Error("control request");
   }
   std::unique_lock<std::mutex> rl(peer->resp_mu);
@@ -405,37 +410,46 @@ Status Connector::RefreshTable(const PeerPtr &peer, Deadline deadline) {
       }
     }
   } done{*peer};
-  std::string resp;
-  uint64_t seq = 0;
-  Status st = ControlRequest(peer, Msg::TABLE_REQ, resp, deadline, &seq);
-  if (st != SUCCESS) return st;
-  std::vector<RemoteRegion> fresh, old;
-  std::shared_ptr<Endpoint> ep;
+  // Ids grow with each registration and a withdrawal reaches this engine as
+  // an invalidation (applied to the table as it comes), so the regions
+  // after the highest id known are all the table lacks: a peer that
+  // registers views one by one is not sent its whole table each time.
+  uint64_t after = 0;
   {
     std::shared_lock<std::shared_mutex> tl(peer->table_mu);
-    old = peer->regions;
-    ep = peer->ep;
+    for (const RemoteRegion &r : peer->regions) after = std::max(after, r.id);
   }
+  Writer ask;
+  ask.u64(after);
+  std::string resp;
+  uint64_t seq = 0;
+  Status st = ControlRequest(peer, Msg::TABLE_REQ, resp, deadline, &seq, ask.str());
+  if (st != SUCCESS) return st;
+  std::vector<RemoteRegion> fresh;
+  std::shared_ptr<Endpoint> ep = peer->endpoint();
   if (!ep) return peer->Gone("table refresh");
   Cursor c(resp.data(), resp.size());
-  st = DecodeTable(*peer, ep, c, old, fresh);
+  st = DecodeTable(*peer, ep, c, {}, fresh);
   if (st != SUCCESS) return st;
   std::unique_lock<std::shared_mutex> tl(peer->table_mu);
   // Torn down meanwhile: its table stays empty (the fresh keys go with this call).
   if (!peer->ep) return peer->Gone("table refresh");
   // The table left the peer before the invalidations that came after it on
   // the stream: what they withdrew is not in the table any more.
-  for (const auto &w : peer->withdrawn) {
-    if (w.first <= seq) continue;
-    fresh.erase(std::remove_if(fresh.begin(), fresh.end(), [&](const RemoteRegion &r) { return r.id == w.second; }),
-                fresh.end());
-  }
-  // Keys dropped from the table may still be referenced by operations in flight.
-  for (auto &r : peer->regions) {
-    bool kept = std::any_of(fresh.begin(), fresh.end(), [&](const RemoteRegion &f) { return f.rkey == r.rkey; });
-    if (!kept) Retire(*peer, r.rkey);
-  }
-  peer->regions.swap(fresh);
+  std::unordered_set<uint64_t> gone;
+  for (const auto &w : peer->withdrawn)
+    if (w.first > seq) gone.insert(w.second);
+  // Another refresh may have installed some of these meanwhile: it had all
+  // the regions up to its highest id, but those withdrawn since (which are
+  // in `gone` here), so what this one adds is above that id.
+  uint64_t have = 0;
+  for (const RemoteRegion &r : peer->regions) have = std::max(have, r.id);
+  auto &rs = peer->regions;
+  const auto mid = static_cast<std::ptrdiff_t>(rs.size());
+  for (RemoteRegion &r : fresh)  // sorted by address, as DecodeTable leaves them
+    if (r.id > have && gone.count(r.id) == 0) rs.push_back(std::move(r));
+  std::inplace_merge(rs.begin(), rs.begin() + mid, rs.end(),
+                     [](const RemoteRegion &x, const RemoteRegion &y) { return x.addr < y.addr; });
   ++table_refreshes_;
   return SUCCESS;
 }

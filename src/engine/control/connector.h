@@ -109,7 +109,7 @@ class Connector {
   /** @brief Make a dialed peer served (its socket in the loop's set), and found by name when `by_name`. */
   Status Publish(const PeerPtr &peer, bool by_name);
   Status ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
-                        uint64_t *seq = nullptr);
+                        uint64_t *seq = nullptr, const std::string &payload = std::string());
 
   const Options &options_;
   Copier &copier_;  ///< an invalidation's ack and a teardown finish the peer's detached jobs first

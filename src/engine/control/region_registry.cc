@@ -116,12 +116,15 @@ std::vector<std::pair<MemHandle, std::shared_ptr<AckWait>>> RegionRegistry::Adop
   return out;
 }
 
-std::string RegionRegistry::EncodeTable() {
+std::string RegionRegistry::EncodeTable(uint64_t after) {
   std::lock_guard<std::mutex> lk(mu_);
   Writer w;
-  w.u32(static_cast<uint32_t>(regions_.size()));
+  uint32_t count = 0;
+  for (auto &kv : regions_) count += kv.second->id > after ? 1 : 0;
+  w.u32(count);
   for (auto &kv : regions_) {
     const auto &r = *kv.second;
+    if (r.id <= after) continue;
     w.u64(r.id);
     w.u64(r.addr());
     w.u64(r.len());

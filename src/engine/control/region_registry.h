@@ -78,8 +78,13 @@ class RegionRegistry {
   /** @brief The withdrawals that are the engine's to finish, with their waits. */
   std::vector<std::pair<MemHandle, std::shared_ptr<AckWait>>> Adopted();
 
-  /** @brief The table as peers read it: {count, then per region id, addr, len, type, allocated, packed rkey}. */
-  std::string EncodeTable();
+  /**
+   * @brief The table as peers read it: {count, then per region id, addr,
+   *        len, type, allocated, packed rkey}; only the regions whose id is
+   *        above `after` (ids grow with each registration: a peer that knows
+   *        them up to `after` learns the withdrawals from invalidations).
+   */
+  std::string EncodeTable(uint64_t after = 0);
   /**
    * @brief Run `f()` with the registry locked when [a, a + alen) and, unless
    *        blen is 0, [b, b + blen) each lie in a host region of the table

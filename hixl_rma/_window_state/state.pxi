@@ -920,11 +920,6 @@ cdef class WindowState:
                                 f"have been interleaved with another")
         return True
 
-    cdef int _sync_word(self, Py_ssize_t r, int op, uint64_t *local, uint64_t off, int32_t tmo, str what) except -1:
-        """Read (READ) or write (WRITE) one 8-byte word of r's memory at
-        ``off`` and wait for it: on r's handle, or by name without one."""
-        return self._sync_range(r, op, <char *>local, off, 8, tmo, what)
-
     cdef int _sync_range(self, Py_ssize_t r, int op, char *local, uint64_t off, size_t n, int32_t tmo,
                          str what) except -1:
         """Read (READ) or write (WRITE) n bytes of r's memory at ``off`` and

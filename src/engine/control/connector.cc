@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <thread>
-#include <unordered_map>
 #include <unordered_set>
 #include <utility>
 
@@ -73,14 +72,11 @@ size_t Connector::count() {
 }
 
 Status Connector::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
-                              const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out) {
+                              std::vector<RemoteRegion> &out) {
   uint32_t count = 0;
   if (!c.u32(count) || count > kMaxRegions) return Fail(FAILED, "malformed memory table from " + peer.name);
   out.clear();
   out.reserve(count);
-  std::unordered_map<uint64_t, const RemoteRegion *> known;  // by id: a table of thousands is no quadratic scan
-  known.reserve(old.size());
-  for (const RemoteRegion &r : old) known.emplace(r.id, &r);
   for (uint32_t i = 0; i < count; ++i) {
     uint64_t id = 0, addr = 0, len = 0;
     uint32_t type = 0, flags = 0;
@@ -88,12 +84,6 @@ Status Connector::DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> 
     if (!c.u64(id) || !c.u64(addr) || !c.u64(len) || !c.u32(type) || !c.u32(flags) || !c.bytes(rkey, kMaxRkeyLen) ||
         addr + len < addr)
       return Fail(FAILED, "malformed memory table from " + peer.name);
-    // A region we know already keeps its key and mapping (no re-attach, warm page tables).
-    auto same = known.find(id);
-    if (same != known.end()) {
-      out.push_back(*same->second);
-      continue;
-    }
     RemoteRegion r{id, addr, len, type, nullptr, nullptr};
     try {
       r.rkey = std::make_shared<RemoteKey>(ep, rkey);
@@ -236,7 +226,7 @@ Status Connector::Dial(const std::string &remote, const HostPort &hp, const std:
   } catch (ucs_status_t s) {
     return FromUcs(s, "Connect to " + remote + ": ucp_ep_create failed");
   }
-  st = DecodeTable(*peer, peer->ep, c, {}, peer->regions);
+  st = DecodeTable(*peer, peer->ep, c, peer->regions);
   if (st != SUCCESS) {
     std::string keep = LastErrorText();
     TeardownPeer(peer, DeadlineIn(kFailedConnectTeardownMs));  // the endpoint and keys; sock closes on return
@@ -429,7 +419,7 @@ Status Connector::RefreshTable(const PeerPtr &peer, Deadline deadline) {
   std::shared_ptr<Endpoint> ep = peer->endpoint();
   if (!ep) return peer->Gone("table refresh");
   Cursor c(resp.data(), resp.size());
-  st = DecodeTable(*peer, ep, c, {}, fresh);
+  st = DecodeTable(*peer, ep, c, fresh);
   if (st != SUCCESS) return st;
   std::unique_lock<std::shared_mutex> tl(peer->table_mu);
   // Torn down meanwhile: its table stays empty (the fresh keys go with this call).

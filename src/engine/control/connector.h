@@ -99,7 +99,7 @@ class Connector {
   /** @brief Retire a key dropped from a peer's table (its table_mu held exclusively). */
   void Retire(Peer &peer, std::shared_ptr<RemoteKey> key);
   Status DecodeTable(const Peer &peer, const std::shared_ptr<Endpoint> &ep, Cursor &c,
-                     const std::vector<RemoteRegion> &old, std::vector<RemoteRegion> &out);
+                     std::vector<RemoteRegion> &out);
   Status Handshake(const std::string &remote, const HostPort &hp, const std::string &expected_id, Deadline deadline,
                    UniqueFd &sock, std::string &payload, int &retry, std::string &proven_id);
   /** @brief Handshake (retried while refused or dropped, within `deadline`), endpoint, table: a peer

@@ -67,7 +67,6 @@ Worker::Worker(std::shared_ptr<Context> ctx) : ctx_(std::move(ctx)) {
 void Worker::Unpark() {
   if (!parked_.load(std::memory_order_seq_cst)) return;
   std::lock_guard<std::mutex> lk(park_mu_);
-  unparked_ = true;
   park_cv_.notify_one();
 }
 

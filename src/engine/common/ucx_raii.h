@@ -42,8 +42,8 @@ void InstallPeerDeathFilter();
  * @brief A multi-thread worker with an event fd for sleeping progress.
  *
  * Two kinds of thread progress it: callers waiting for their own requests
- * (Wait), and the engine's progress thread. While callers wait, one after
- * another, the progress thread keeps off the worker (ParkStep): the caller's
+ * (Wait), and the engine's progress thread. While any caller waits, the
+ * progress thread keeps off the worker (ParkWhileCallersWait): the caller's
  * completion is what it polls for, and UCX's worker lock is a spinlock.
  */
 class Worker {
@@ -57,7 +57,7 @@ class Worker {
   const std::string &address() const { return address_; }
   const std::shared_ptr<Context> &context() const { return ctx_; }
 
-  /** @brief WaitRequest on this worker, counted as a caller waiting (see ParkStep). */
+  /** @brief WaitRequest on this worker, counted as a caller waiting (see ParkWhileCallersWait). */
   template <typename Abort>
   ucs_status_t Wait(void *req, std::chrono::steady_clock::time_point deadline, Abort &&abort);
   /** @brief Progress this worker until `done()`, counted as a caller waiting; UCS_OK, or abort()'s status, or
@@ -76,16 +76,12 @@ class Worker {
   /** @brief Callers inside Wait() now. */
   int callers_waiting() const { return waiting_.load(std::memory_order_seq_cst); }
 
-  /** @brief Callers' waits begun so far: a caller making one blocking call after another is between two
-   *         of them most of the time, where callers_waiting() is 0. */
-  uint64_t waits_begun() const { return begun_.load(std::memory_order_relaxed); }
-
   /** @brief Wake the progress thread if it is parked (a caller is about to sleep on what it delivers). */
   void Unpark();
 
-  /** @brief For the progress thread: sleep for `max`, or until Unpark() or `stop()`; true if unparked. */
+  /** @brief For the progress thread: sleep until no caller waits, `stop()` is true, or `max` passed. */
   template <typename Stop>
-  bool ParkStep(std::chrono::microseconds max, Stop &&stop);
+  void ParkWhileCallersWait(std::chrono::microseconds max, Stop &&stop);
 
  private:
   std::shared_ptr<Context> ctx_;
@@ -93,12 +89,10 @@ class Worker {
   int efd_ = -1;
   std::string address_;
   std::atomic<int> waiting_{0};
-  std::atomic<uint64_t> begun_{0};
   static thread_local bool counted_;  ///< this thread's waits count as a caller's (see NotACaller)
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::atomic<bool> parked_{false};
-  bool unparked_ = false;  ///< under park_mu_
 };
 
 /**

@@ -70,7 +70,6 @@ template <typename Done, typename Abort>
 ucs_status_t Worker::WaitUntil(Done &&done, std::chrono::steady_clock::time_point deadline, Abort &&abort) {
   if (!counted_) return ProgressUntil(h_, std::forward<Done>(done), deadline, std::forward<Abort>(abort));
   waiting_.fetch_add(1, std::memory_order_seq_cst);
-  begun_.fetch_add(1, std::memory_order_relaxed);
   ucs_status_t st = ProgressUntil(h_, std::forward<Done>(done), deadline, std::forward<Abort>(abort));
   // The parked thread is not woken here: a caller making one blocking call
   // after another (atomics, flushes) would pay a futex wake for each, and
@@ -93,13 +92,11 @@ ucs_status_t Worker::Wait(void *req, std::chrono::steady_clock::time_point deadl
 }
 
 template <typename Stop>
-bool Worker::ParkStep(std::chrono::microseconds max, Stop &&stop) {
+void Worker::ParkWhileCallersWait(std::chrono::microseconds max, Stop &&stop) {
   std::unique_lock<std::mutex> lk(park_mu_);
-  unparked_ = false;
   parked_.store(true, std::memory_order_seq_cst);
-  park_cv_.wait_for(lk, max, [&] { return unparked_ || stop(); });
+  park_cv_.wait_for(lk, max, [&] { return waiting_.load(std::memory_order_seq_cst) == 0 || stop(); });
   parked_.store(false, std::memory_order_seq_cst);
-  return unparked_;
 }
 
 }  // namespace engine

@@ -19,8 +19,7 @@ constexpr uint64_t kIdUcx = 1, kIdWake = 2;
 constexpr int kMaxEvents = 64;
 constexpr int kEpollWaitMs = 100;
 /// Callers leaving a wait do not wake the parked thread (Worker::WaitUntil):
-/// it resumes within two of these of the last one leaving (a step in which
-/// none began a wait, then the step it was in).
+/// it resumes within this of the last one leaving.
 constexpr auto kParkStep = std::chrono::microseconds(200);
 /// However busy the worker keeps it, the progress thread serves the control
 /// sockets (accepts, handshakes, tables, acks, the sweep) this often.
@@ -115,15 +114,7 @@ void EventLoop::Run() {
   // keeps off it (and off its lock: UCX's worker lock is a spinlock, and a
   // thread spinning on it while the holder shares its core, as under
   // Open MPI's default binding, spins for a whole time slice). Parked, it
-  // still serves the control sockets every kControlEvery. It stays parked while
-  // callers keep beginning waits, not only while one is inside a wait: a
-  // caller making one blocking call after another (Get + Flush, atomics)
-  // is between two of them most of the time, and a thread that left the
-  // park there would arm the worker, be woken by the caller's next
-  // completion and poll beside it, a third busy thread on two cores, for
-  // nothing the caller does not progress itself. A caller about to sleep
-  // on what this thread delivers unparks it, and it then serves the worker
-  // at once.
+  // still serves the control sockets every kParkStep.
   // The window is also counted in polls: a thread descheduled in the middle
   // of it (its core shared with the rank's main thread, as under binding)
   // still polls a while once it runs again instead of finding the window
@@ -146,22 +137,13 @@ void EventLoop::Run() {
   // the control sockets are served on this clock as well, or a burst of
   // target-side work would starve accepts, tables, acks and the sweep.
   auto last_control = Clock::now();
-  uint64_t begun_seen = worker_->waits_begun();
-  bool unparked = false;
   while (running_) {
-    const uint64_t begun = worker_->waits_begun();
-    if (worker_->callers_waiting() > 0 || (begun != begun_seen && !unparked)) {
-      begun_seen = begun;
-      unparked = worker_->ParkStep(kParkStep, [&] { return !running_; });
-      const auto now = Clock::now();
-      if (unparked || now - last_control >= kControlEvery) {
-        ServeControl(evs, kMaxEvents, 0);
-        last_control = now;
-      }
+    if (worker_->callers_waiting() > 0) {
+      worker_->ParkWhileCallersWait(kParkStep, [&] { return !running_; });
+      ServeControl(evs, kMaxEvents, 0);
+      last_control = Clock::now();
       continue;
     }
-    begun_seen = begun;
-    unparked = false;
     unsigned done = 0;
     auto now = Clock::now();
     while (ucp_worker_progress(w) != 0) {

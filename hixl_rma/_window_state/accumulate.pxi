@@ -209,10 +209,16 @@ cdef class _AccLock:
 # answers have spent more (a target that answers slowly, or often only after
 # a scheduler time slice, costs more than it saves); one answer counts a
 # quarter of the budget at most. The next try then waits for a run twice as
-# long (at most _MAX_TRY). A wrong guess costs one window's budget, or four
-# late answers. A Put posted to the target (not answered each) is timed
-# until it is sent: a target that falls behind makes its sends wait.
+# long (at most _MAX_TRY), within the same phase of the program: a pause of
+# _PHASE_NS without operations to the target (a barrier, a compute phase)
+# starts a new one, whose first run of _FIRST_TRY tries again. Without that,
+# a phase in which the target answered late (its thread in a Fence, busy or
+# asleep) kept every later phase on this rank's way. A wrong guess costs one
+# window's budget, or four late answers, once per phase at most. A Put
+# posted to the target (not answered each) is timed until it is sent: a
+# target that falls behind makes its sends wait.
 cdef int64_t _BURST_NS = 100000
+cdef int64_t _PHASE_NS = 10000000
 cdef uint32_t _FIRST_TRY = 32
 cdef uint32_t _MAX_TRY = 65536
 cdef uint32_t _WINDOW = 256
@@ -239,14 +245,16 @@ cdef class _TargetPath:
         self.spent.assign(n, 0)
         self.answers.assign(n, 0)
 
-    cdef inline bint by_target(self, Py_ssize_t r) noexcept nogil:
-        """Whether the next operation to r goes the target's way (else this
-        rank's, which then reports with mine_done)."""
-        cdef int64_t now
+    cdef inline bint by_target(self, Py_ssize_t r, int64_t now) noexcept nogil:
+        """Whether the next operation to r, starting ``now`` (ns), goes the
+        target's way (else this rank's, which then reports with mine_done)."""
+        cdef int64_t gap
         if self.mode[r] != _BY_ORIGIN:
             return self.mode[r] == _BY_TARGET or self.mode[r] == _ALWAYS
-        now = hixl_now_ns()
-        self.run[r] = self.run[r] + 1 if now - self.last[r] < _BURST_NS else 1
+        gap = now - self.last[r]
+        if gap >= _PHASE_NS:
+            self.need[r] = _FIRST_TRY
+        self.run[r] = self.run[r] + 1 if gap < _BURST_NS else 1
         self.last[r] = now
         if self.run[r] < self.need[r] or self.mine[r] == 0:
             return False
@@ -255,16 +263,16 @@ cdef class _TargetPath:
         self.answers[r] = 0
         return True
 
-    cdef inline void mine_done(self, Py_ssize_t r) noexcept nogil:
-        """An operation to r made this rank's way (by_target said so) ended."""
+    cdef inline void mine_done(self, Py_ssize_t r, int64_t now) noexcept nogil:
+        """An operation to r made this rank's way (by_target said so) ended ``now``."""
         cdef int64_t ns
         if self.mode[r] != _BY_ORIGIN:
             return
-        ns = hixl_now_ns() - self.last[r]
+        ns = now - self.last[r]
         self.mine[r] = ns if self.mine[r] == 0 else self.mine[r] + (ns - self.mine[r]) // 8
 
-    cdef inline void answered(self, Py_ssize_t r, int64_t ns) noexcept nogil:
-        """The target's engine answered after ``ns``."""
+    cdef inline void answered(self, Py_ssize_t r, int64_t ns, int64_t now) noexcept nogil:
+        """The target's engine answered after ``ns``, ``now``."""
         if self.mode[r] != _BY_TARGET:
             return
         # One late answer counts a quarter of the window's budget at most: a
@@ -277,6 +285,7 @@ cdef class _TargetPath:
             self.mode[r] = _BY_ORIGIN
             self.run[r] = 0
             self.need[r] = min(2 * self.need[r], _MAX_TRY)
+            self.last[r] = now  # the phase goes on: the doubled run is needed in it
         elif self.answers[r] == _WINDOW:
             self.spent[r] = 0
             self.answers[r] = 0
@@ -291,3 +300,25 @@ cdef uint8_t _BY_TARGET = 1
 cdef uint8_t _NEVER = 2
 cdef uint8_t _ALWAYS = 3
 _TARGET_PATHS = {"auto": _BY_ORIGIN, "origin": _NEVER, "target": _ALWAYS}
+
+
+def _target_path_trace(str first, list steps):
+    """The way one target's _TargetPath (above) takes for each operation of
+    ``steps`` (its tests: the policy on given times, none measured). Each
+    step is ``(start_ns, mine_ns, answer_ns)``: an operation starting at
+    start_ns that this rank's way makes in mine_ns and the target's engine
+    answers in answer_ns. ``first``: ``auto``, ``target`` or ``origin`` (as
+    HIXL_RMA_TARGET_OPS). Returns one bool per step, True: the target's way."""
+    cdef _TargetPath tp = _TargetPath.__new__(_TargetPath)
+    cdef int64_t start, mine, answer
+    cdef list ways = []
+    cdef bint by
+    tp.resize(1, _TARGET_PATHS[first])
+    for start, mine, answer in steps:
+        by = tp.by_target(0, start)
+        if by:
+            tp.answered(0, answer, start + answer)
+        else:
+            tp.mine_done(0, start + mine)
+        ways.append(by)
+    return ways

@@ -736,7 +736,7 @@ cdef class WindowState:
                     _copy(direct + off, buf, <size_t>nbytes, write)
                 return 1
             timed = <size_t>nbytes <= _TARGET_MOVE and self.table.acc_locked[r] and r != self.comm_rank
-            if timed and self.tpath.by_target(r):
+            if timed and self.tpath.by_target(r, hixl_now_ns()):
                 # The first Put since r's flush waits for its answer: a lone
                 # Put + Flush then costs one round trip, not a post and a
                 # sync. It leaves r dirty (its flush finds nothing to wait
@@ -762,7 +762,7 @@ cdef class WindowState:
                 else:
                     (<list>self.table.pending[r]).append(origin)
             if timed:
-                self.tpath.mine_done(r)
+                self.tpath.mine_done(r, hixl_now_ns())
             return 1
         finally:
             if exported and export is None:
@@ -797,11 +797,11 @@ cdef class WindowState:
             return False
         if self.table.acc_locked[r]:
             timed = r != self.comm_rank
-            if not (timed and self.tpath.by_target(r) and self._target_atomic(r, off, code, value, cmp, &old)):
+            if not (timed and self.tpath.by_target(r, hixl_now_ns()) and self._target_atomic(r, off, code, value, cmp, &old)):
                 if self._ctrl(r) == NULL or not self._locked_atomic(r, off, code, value, cmp, &old):
                     return False
                 if timed:
-                    self.tpath.mine_done(r)
+                    self.tpath.mine_done(r, hixl_now_ns())
             if result is not None:
                 _int64_store(result, old)
             return True
@@ -974,7 +974,7 @@ cdef class WindowState:
         if st != 0:
             self.table.drop_peer(r)
             self._raise(st, what, r, f" ({n} bytes at target offset {off})")
-        self.tpath.answered(r, ns)
+        self.tpath.answered(r, ns, hixl_now_ns())
         return True
 
     cdef bint _target_move(self, Py_ssize_t r, uint64_t off, char *buf, size_t n, bint write) except? 0:

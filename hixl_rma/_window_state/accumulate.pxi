@@ -245,13 +245,18 @@ cdef class _TargetPath:
         self.spent.assign(n, 0)
         self.answers.assign(n, 0)
 
-    cdef inline bint by_target(self, Py_ssize_t r, int64_t now) noexcept nogil:
-        """Whether the next operation to r, starting ``now`` (ns), goes the
-        target's way (else this rank's, which then reports with mine_done)."""
-        cdef int64_t gap
+    cdef inline bint by_target(self, Py_ssize_t r) noexcept nogil:
+        """Whether the next operation to r goes the target's way (else this
+        rank's, which then reports with mine_done). The clock is read only
+        while the choice is open."""
         if self.mode[r] != _BY_ORIGIN:
             return self.mode[r] == _BY_TARGET or self.mode[r] == _ALWAYS
-        gap = now - self.last[r]
+        return self.try_at(r, hixl_now_ns())
+
+    cdef inline bint try_at(self, Py_ssize_t r, int64_t now) noexcept nogil:
+        """by_target for an open choice (mode _BY_ORIGIN), the operation
+        starting ``now`` (ns)."""
+        cdef int64_t gap = now - self.last[r]
         if gap >= _PHASE_NS:
             self.need[r] = _FIRST_TRY
         self.run[r] = self.run[r] + 1 if gap < _BURST_NS else 1
@@ -263,16 +268,19 @@ cdef class _TargetPath:
         self.answers[r] = 0
         return True
 
-    cdef inline void mine_done(self, Py_ssize_t r, int64_t now) noexcept nogil:
-        """An operation to r made this rank's way (by_target said so) ended ``now``."""
-        cdef int64_t ns
-        if self.mode[r] != _BY_ORIGIN:
-            return
-        ns = now - self.last[r]
+    cdef inline void mine_done(self, Py_ssize_t r) noexcept nogil:
+        """An operation to r made this rank's way (by_target said so) ended."""
+        if self.mode[r] == _BY_ORIGIN:
+            self.mine_done_at(r, hixl_now_ns())
+
+    cdef inline void mine_done_at(self, Py_ssize_t r, int64_t now) noexcept nogil:
+        """mine_done for an open choice, the operation ending ``now``."""
+        cdef int64_t ns = now - self.last[r]
         self.mine[r] = ns if self.mine[r] == 0 else self.mine[r] + (ns - self.mine[r]) // 8
 
     cdef inline void answered(self, Py_ssize_t r, int64_t ns, int64_t now) noexcept nogil:
-        """The target's engine answered after ``ns``, ``now``."""
+        """The target's engine answered after ``ns``, at ``now`` (the
+        caller's clock reading that timed the answer)."""
         if self.mode[r] != _BY_TARGET:
             return
         # One late answer counts a quarter of the window's budget at most: a
@@ -315,10 +323,10 @@ def _target_path_trace(str first, list steps):
     cdef bint by
     tp.resize(1, _TARGET_PATHS[first])
     for start, mine, answer in steps:
-        by = tp.by_target(0, start)
+        by = tp.by_target(0) if tp.mode[0] != _BY_ORIGIN else tp.try_at(0, start)
         if by:
             tp.answered(0, answer, start + answer)
-        else:
-            tp.mine_done(0, start + mine)
+        elif tp.mode[0] == _BY_ORIGIN:
+            tp.mine_done_at(0, start + mine)
         ways.append(by)
     return ways

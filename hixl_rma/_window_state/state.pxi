@@ -736,7 +736,7 @@ cdef class WindowState:
                     _copy(direct + off, buf, <size_t>nbytes, write)
                 return 1
             timed = <size_t>nbytes <= _TARGET_MOVE and self.table.acc_locked[r] and r != self.comm_rank
-            if timed and self.tpath.by_target(r, hixl_now_ns()):
+            if timed and self.tpath.by_target(r):
                 # The first Put since r's flush waits for its answer: a lone
                 # Put + Flush then costs one round trip, not a post and a
                 # sync. It leaves r dirty (its flush finds nothing to wait
@@ -762,7 +762,7 @@ cdef class WindowState:
                 else:
                     (<list>self.table.pending[r]).append(origin)
             if timed:
-                self.tpath.mine_done(r, hixl_now_ns())
+                self.tpath.mine_done(r)
             return 1
         finally:
             if exported and export is None:
@@ -797,11 +797,11 @@ cdef class WindowState:
             return False
         if self.table.acc_locked[r]:
             timed = r != self.comm_rank
-            if not (timed and self.tpath.by_target(r, hixl_now_ns()) and self._target_atomic(r, off, code, value, cmp, &old)):
+            if not (timed and self.tpath.by_target(r) and self._target_atomic(r, off, code, value, cmp, &old)):
                 if self._ctrl(r) == NULL or not self._locked_atomic(r, off, code, value, cmp, &old):
                     return False
                 if timed:
-                    self.tpath.mine_done(r, hixl_now_ns())
+                    self.tpath.mine_done(r)
             if result is not None:
                 _int64_store(result, old)
             return True
@@ -961,20 +961,20 @@ cdef class WindowState:
             self.tpath.never(r)
         return p
 
-    cdef bint _target_answered(self, Py_ssize_t r, Status st, int64_t ns, str what, size_t n,
+    cdef bint _target_answered(self, Py_ssize_t r, Status st, int64_t t0, int64_t t1, str what, size_t n,
                                uint64_t off) except? 0:
-        """After an operation made by r's engine: True when it was made (r's
-        answer took ``ns``). False, nothing made, when the engine cannot
-        make it (UNSUPPORTED) or r refused it (PARAM_INVALID): this rank's
-        way then does it, and reports what is wrong with it. Raises the
-        rest (never redone: the operation may have been made)."""
+        """After an operation made by r's engine, asked at t0 and answered
+        at t1 (ns): True when it was made. False, nothing made, when the
+        engine cannot make it (UNSUPPORTED) or r refused it (PARAM_INVALID):
+        this rank's way then does it, and reports what is wrong with it.
+        Raises the rest (never redone: the operation may have been made)."""
         if st == 103905U or st == 103900U:
             self.tpath.never(r)
             return False
         if st != 0:
             self.table.drop_peer(r)
             self._raise(st, what, r, f" ({n} bytes at target offset {off})")
-        self.tpath.answered(r, ns, hixl_now_ns())
+        self.tpath.answered(r, t1 - t0, t1)
         return True
 
     cdef bint _target_move(self, Py_ssize_t r, uint64_t off, char *buf, size_t n, bint write) except? 0:
@@ -983,7 +983,7 @@ cdef class WindowState:
         nothing done, when r's engine does not make them."""
         cdef Status st
         cdef int32_t tmo = _timeout(None)
-        cdef int64_t t0
+        cdef int64_t t0, t1
         cdef uintptr_t remote = self.table.base[r] + off
         cdef PeerRef *p = self._target_peer(r)
         if p == NULL:
@@ -992,9 +992,9 @@ cdef class WindowState:
         with nogil:
             t0 = hixl_now_ns()
             st = TargetMoveTo(self.engine._h[0], p, WRITE if write else READ, <uintptr_t>buf, remote, n, tmo)
-            t0 = hixl_now_ns() - t0
+            t1 = hixl_now_ns()
         self.engine._calls -= 1
-        return self._target_answered(r, st, t0, "Put (made by the target's engine)" if write else
+        return self._target_answered(r, st, t0, t1, "Put (made by the target's engine)" if write else
                                      "Get (made by the target's engine)", n, off)
 
     cdef bint _target_post(self, Py_ssize_t r, uint64_t off, char *buf, size_t n, object origin) except? 0:
@@ -1005,7 +1005,7 @@ cdef class WindowState:
         cdef Status st
         cdef cpp_bool in_flight = False
         cdef int32_t tmo = _timeout(None)
-        cdef int64_t t0
+        cdef int64_t t0, t1
         cdef uintptr_t remote = self.table.base[r] + off
         cdef PeerRef *p = self._target_peer(r)
         if p == NULL:
@@ -1014,11 +1014,11 @@ cdef class WindowState:
         with nogil:
             t0 = hixl_now_ns()
             st = TargetPostTo(self.engine._h[0], p, <uintptr_t>buf, remote, n, tmo, in_flight)
-            t0 = hixl_now_ns() - t0
+            t1 = hixl_now_ns()
         self.engine._calls -= 1
         if st != 0 and in_flight:
             self.table.keep(r, origin)  # UCX may still read it: held until r's next flush
-        if not self._target_answered(r, st, t0, "Put (made by the target's engine)", n, off):
+        if not self._target_answered(r, st, t0, t1, "Put (made by the target's engine)", n, off):
             return False
         self.table.keep(r, None)
         return True
@@ -1032,7 +1032,7 @@ cdef class WindowState:
         cdef Status st
         cdef cpp_bool busy = False
         cdef int32_t tmo = _timeout(None)
-        cdef int64_t t0
+        cdef int64_t t0, t1
         cdef uintptr_t addr = self.table.base[r] + off, lock = self.table.ctrl_addr[r] + _CTRL_ACC
         cdef uint64_t v = 0 if code == C_NOOP else value
         cdef AtomicOp aop = _FAST_OPS[code]
@@ -1043,9 +1043,9 @@ cdef class WindowState:
         with nogil:
             t0 = hixl_now_ns()
             st = TargetAtomicTo(self.engine._h[0], p, aop, addr, v, cmp, lock, self.acc_lock.owner, old, busy, tmo)
-            t0 = hixl_now_ns() - t0
+            t1 = hixl_now_ns()
         self.engine._calls -= 1
-        return self._target_answered(r, st, t0, "accumulate (made by the target's engine under its accumulate lock)",
+        return self._target_answered(r, st, t0, t1, "accumulate (made by the target's engine under its accumulate lock)",
                                      8, off) and not busy
 
     cdef bint _locked_atomic(self, Py_ssize_t r, uint64_t off, int code, uint64_t value, uint64_t cmp,

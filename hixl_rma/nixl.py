@@ -33,9 +33,9 @@ import tempfile
 
 #: the backend's name in NIXL
 BACKEND = "HIXL_RMA"
-#: NIXL versions the plugin's ABI declaration was checked against (the C++
-#: allow-list in src/nixl_plugin/abi_guard.cc says the same)
-SUPPORTED_NIXL_VERSIONS = ("1.5.1",)
+#: NIXL versions the plugin's ABI declaration was checked against, newest
+#: first (the versions of kCheckedNixlLayouts in src/nixl_plugin/nixl_abi.h)
+SUPPORTED_NIXL_VERSIONS = ("1.5.1", "1.4.1")
 PLUGIN_FILE = "libplugin_HIXL_RMA.so"
 _WHEELS = ("nixl_cu13", "nixl_cu12", "nixl_rocm")
 _prepared = None

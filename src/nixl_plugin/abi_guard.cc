@@ -17,9 +17,6 @@
 
 namespace hixl_nixl {
 
-const char *const kSupportedNixlVersions[] = {"1.5.1"};
-const int kSupportedNixlVersionCount = sizeof(kSupportedNixlVersions) / sizeof(kSupportedNixlVersions[0]);
-
 namespace {
 
 std::string DirName(const std::string &p) {
@@ -208,9 +205,9 @@ std::string CheckNixlAbi() {
   if (version.empty()) return why;
   bool listed = false;
   std::string list;
-  for (int i = 0; i < kSupportedNixlVersionCount; ++i) {
-    listed = listed || version == kSupportedNixlVersions[i];
-    list += std::string(i ? ", " : "") + kSupportedNixlVersions[i];
+  for (int i = 0; i < kCheckedNixlLayoutCount; ++i) {
+    listed = listed || version == kCheckedNixlLayouts[i].version;
+    list += std::string(i ? ", " : "") + kCheckedNixlLayouts[i].version;
   }
   if (!listed)
     return "NIXL " + version + " (" + libnixl + ") is not one this plugin was built for (" + list +

@@ -5,7 +5,7 @@
  * api_version alone does not say it: NIXL 0.7.1 reports 1 with another
  * vtable. Two checks, both before any engine is made:
  *  - the NIXL version (read from the wheel metadata beside the libnixl.so
- *    loaded in the process) is on the allow-list;
+ *    loaded in the process) is one of nixl_abi.h's kCheckedNixlLayouts;
  *  - the UCX plugin that NIXL ships with itself has a backend vtable of our
  *    shape: nixlBackendEngine's vtable of 27 slots, and nixlUcxEngine's
  *    first 27 slots naming our methods in our order (read from its ELF
@@ -18,10 +18,6 @@
 #include <vector>
 
 namespace hixl_nixl {
-
-/** NIXL versions this plugin's declaration was checked against. */
-extern const char *const kSupportedNixlVersions[];
-extern const int kSupportedNixlVersionCount;
 
 /** Where the process's libnixl.so was loaded from ("" if none). */
 std::string LoadedLibnixl();

@@ -7,8 +7,9 @@
  * directly, so the object layout is the interface. Every name, order and
  * offset here was taken from NIXL 1.5.1 (its public sources and the
  * installed wheel's libplugin_UCX.so) and is pinned by the static_asserts
- * below; abi_guard.cc checks at load time that the NIXL in the process has
- * the same shape, and declines to load otherwise.
+ * below; kCheckedNixlLayouts lists each release found to have it.
+ * abi_guard.cc checks at load time that the NIXL in the process is one of
+ * those and has the same vtable shape, and declines to load otherwise.
  *
  * Only what the plugin constructs, overrides or reads is declared; the
  * inline helpers of NIXL's header that libnixl itself calls (getInitErr,
@@ -264,5 +265,47 @@ static_assert(sizeof(std::mutex) == 40, "std::mutex");
 constexpr size_t kNixlEngineInitErrOffset = 0xa0;
 constexpr size_t kNixlEngineLocalAgentOffset = 0xa8;
 constexpr size_t kNixlEngineSize = 0xd0;
+
+/**
+ * One NIXL release's backend ABI as read off its wheel: the vtable's slots,
+ * the engine base's size and the members libnixl reads, the init params
+ * the plugin reads, the descriptor sizes and the optional arguments' flag.
+ * The first entry was read off the code (nixlUcxEngine's constructor,
+ * postXfer, libnixl's createBackend); each later one was found equal to a
+ * checked one by tools/build/nixl_layout.py. The allow-list of the guard
+ * (abi_guard.cc) is this table's versions, and the build fails here if our
+ * declarations above stop matching any entry.
+ */
+struct NixlCheckedLayout {
+  const char *version;
+  int vtable_slots;
+  size_t engine_size, engine_init_err, engine_local_agent;
+  size_t params_type, params_custom, params_telemetry;
+  size_t basic_desc, blob_desc, meta_desc, desc_list, opt_has_notif;
+};
+
+constexpr NixlCheckedLayout kCheckedNixlLayouts[] = {
+    {"1.5.1", 27, 0xd0, 0xa0, 0xa8, 0x20, 0x40, 0x5c, 24, 56, 32, 40, 0x20},
+    {"1.4.1", 27, 0xd0, 0xa0, 0xa8, 0x20, 0x40, 0x5c, 24, 56, 32, 40, 0x20},
+};
+constexpr int kCheckedNixlLayoutCount = sizeof(kCheckedNixlLayouts) / sizeof(kCheckedNixlLayouts[0]);
+
+constexpr bool MatchesOurDeclaration(const NixlCheckedLayout &l) {
+  return l.vtable_slots == kNixlEngineVtableSlots && l.engine_size == kNixlEngineSize &&
+         l.engine_init_err == kNixlEngineInitErrOffset && l.engine_local_agent == kNixlEngineLocalAgentOffset &&
+         l.params_type == offsetof(nixlBackendInitParams, type) &&
+         l.params_custom == offsetof(nixlBackendInitParams, customParams) &&
+         l.params_telemetry == offsetof(nixlBackendInitParams, enableTelemetry_) &&
+         l.basic_desc == sizeof(nixlBasicDesc) && l.blob_desc == sizeof(nixlBlobDesc) &&
+         l.meta_desc == sizeof(nixlMetaDesc) && l.desc_list == sizeof(nixl_meta_dlist_t) &&
+         l.opt_has_notif == offsetof(nixlBackendOptionalArgs, hasNotif);
+}
+
+constexpr bool AllCheckedLayoutsMatch() {
+  for (const NixlCheckedLayout &l : kCheckedNixlLayouts)
+    if (!MatchesOurDeclaration(l)) return false;
+  return true;
+}
+static_assert(AllCheckedLayoutsMatch(), "a NIXL version on the allow-list has a layout our declaration does not");
 
 #endif  // HIXL_NIXL_ABI_H

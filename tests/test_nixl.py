@@ -372,7 +372,35 @@ def test_vtable_check_reads_the_installed_ucx_plugin_and_sees_a_difference(tmp_p
 def test_version_line_names_the_supported_nixl():
     rc, out = procutil.run([sys.executable, "-m", "hixl_rma", "--version"], env=_env(), timeout=60)
     assert rc == 0, out
-    assert "NIXL backend HIXL_RMA: supports NIXL 1.5.1" in out, out
+    assert "NIXL backend HIXL_RMA: supports NIXL 1.5.1, 1.4.1" in out, out
+
+
+# Other NIXL releases on the allow-list, each unpacked in a folder of its own
+# here (.ci/run puts 1.4.1 there); the main one is the one installed.
+_OTHER_NIXL = sorted(p for p in (HERE.parent / ".nixl-versions").glob("*") if p.is_dir())
+
+
+@pytest.mark.skipif(not _OTHER_NIXL, reason="no other NIXL release in .nixl-versions/ (.ci/run installs 1.4.1 there)")
+@pytest.mark.parametrize("site", _OTHER_NIXL, ids=lambda p: p.name)
+def test_each_supported_nixl_release(tmp_path, site):
+    """Another release on the allow-list: its binaries have the layout of
+    the checked one (tools/build/nixl_layout.py), the plugin loads in it,
+    and two of its agents move and verify the 206 descriptors."""
+    import importlib.metadata
+
+    assert site.name in hn.SUPPORTED_NIXL_VERSIONS, site
+    main_site = pathlib.Path(importlib.metadata.distribution("nixl-cu12").locate_file(""))
+    rc, out = procutil.run([sys.executable, str(HERE.parent / "tools" / "build" / "nixl_layout.py"),
+                            str(main_site), str(site)], env=_env(), timeout=120)
+    assert rc == 0 and out.count("same ") == 6, out
+    env = _env(PYTHONPATH=str(site))
+    rc, out = procutil.run([sys.executable, "-m", "hixl_rma", "--version"], env=env, timeout=60)
+    assert rc == 0 and f"NIXL {site.name} installed (supported)" in out, out
+    (rc_t, out_t), (rc_i, out_i) = _pair(tmp_path, "HIXL_RMA", "target", "initiator", env=env)
+    assert rc_t == 0 and "target ok" in out_t, out_t[-4000:]
+    assert rc_i == 0, out_i[-4000:]
+    result = _result(out_i)
+    assert result["nixl"] == site.name and result["read_digest"] == _expected_digest(), result
 
 
 simhosts = procutil.simhosts()
@@ -500,6 +528,6 @@ def test_python_and_plugin_allow_lists_agree():
     """hixl_rma.nixl.SUPPORTED_NIXL_VERSIONS is the plugin's own list."""
     import re
 
-    src = (HERE.parent / "src" / "nixl_plugin" / "abi_guard.cc").read_text()
-    listed = re.search(r"kSupportedNixlVersions\[\] = \{([^}]*)\}", src).group(1)
-    assert tuple(re.findall(r'"([^"]+)"', listed)) == hn.SUPPORTED_NIXL_VERSIONS
+    src = (HERE.parent / "src" / "nixl_plugin" / "nixl_abi.h").read_text()
+    table = re.search(r"kCheckedNixlLayouts\[\] = \{(.*?)\n\};", src, re.S).group(1)
+    assert tuple(re.findall(r'\{"([^"]+)"', table)) == hn.SUPPORTED_NIXL_VERSIONS

@@ -170,7 +170,8 @@ def initiator(backends, d):
     check_equal(bufs, expected(2, bufs), "initiator after READ")
     agent.send_notif(peer, b"done")
     result = {"descriptors": len(descriptors()), "bytes": sum(n for _, _, n in descriptors()),
-              "read_digest": digest(bufs), "seconds": round(time.monotonic() - t0, 3)}
+              "read_digest": digest(bufs), "seconds": round(time.monotonic() - t0, 3),
+              "nixl": hn.installed()[1]}
     print("RESULT", json.dumps(result), flush=True)
 
 

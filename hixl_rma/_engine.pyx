@@ -91,7 +91,7 @@ cdef extern from "_engine_compat.h" namespace "hixl::ext" nogil:
         uint64_t target_moves_asked, target_writes_posted
     cdef struct PeerStats:
         uint64_t bytes_written, bytes_read, ops, answers_held, detached
-        uint32_t bulk_lane
+        uint32_t bulk_lane, bulk_peak_kib
     cdef enum class Priority "hixl::ext::Priority":
         HIGH
         NORMAL
@@ -1053,7 +1053,8 @@ cdef class Engine:
         cdef PeerStats s
         _check(GetPeerStats(self._h[0], _remote(remote), s), f"GetPeerStats({remote!r})")
         return dict(bytes_written=s.bytes_written, bytes_read=s.bytes_read, ops=s.ops,
-                    answers_held=s.answers_held, detached=s.detached, bulk_lane=bool(s.bulk_lane))
+                    answers_held=s.answers_held, detached=s.detached, bulk_lane=bool(s.bulk_lane),
+                    bulk_peak_bytes=s.bulk_peak_kib << 10)
 
 
 cdef dict _counters(const TelemetryCounters &c):

@@ -199,7 +199,8 @@ def engine_stats(agent_name: str) -> dict:
 def backend_params() -> dict:
     """HIXL_RMA's NIXL backend parameters from hixl_rma's settings
     (``HIXL_RMA_HOST``, ``HIXL_RMA_NIXL_TOKEN``, ``HIXL_RMA_TIMEOUT_MS``, and
-    the engine's own: ``HIXL_RMA_POLL_US``, ``_CMA``, ``_DIRECT``, ``_CMA_THREADS``)."""
+    the engine's own: ``HIXL_RMA_POLL_US``, ``_CMA``, ``_DIRECT``, ``_CMA_THREADS``,
+    ``_BULK_INFLIGHT``)."""
     from .ground import config
 
     params = {"host": config.host() or "", "job_token": config.nixl_token(), "timeout_ms": str(config.timeout_ms())}

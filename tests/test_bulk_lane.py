@@ -6,13 +6,14 @@ endpoint flush covers everything posted on the endpoint). What a full
 flush, a notify and a teardown promise still holds with the lane in use.
 (Across simulated hosts: tests/test_cross_host.py; the latency it buys:
 ``python -m hixl_rma.bench prio``.)"""
+import itertools
 import time
 
 import numpy as np
 import pytest
 
 import hixl_rma
-from hixl_rma import WRITE, _engine
+from hixl_rma import READ, WRITE, _engine
 from hixl_rma.ground.errors import NotConnectedError, PeerFailure
 
 from support import racing
@@ -88,6 +89,46 @@ def test_a_flush_by_name_and_a_notify_follow_the_lanes_bytes(pair):
             assert np.all(big == k + 1), make_complete  # the data was there before the notify
 
 
+@pytest.mark.parametrize("in_flight", [256 << 10, 1 * MiB, 0])
+def test_the_lane_is_paced_and_its_bytes_arrive(in_flight):
+    """Option BulkInFlight bounds what the lane has posted and not yet
+    completed (the rest queued, posted as its flushes complete): the most
+    it ever had in flight is that bound (0: not paced, nothing counted);
+    WRITE then READ of 16 MiB in blocks of several sizes arrive whole,
+    and a high flush in between completes while bulk is queued."""
+    a, b = hixl_rma.Engine(options={"Cma": "0", "BulkInFlight": str(in_flight)}), hixl_rma.Engine()
+    try:
+        big, small = np.zeros(16 * MiB, np.uint8), np.zeros(64 << 10, np.uint8)
+        b.register_mem(big)
+        b.register_mem(small)
+        a.connect(b.address)
+        stream = (np.arange(big.size) % 253).astype(np.uint8)
+        a.register_mem(stream)
+        cuts = [0, 1, 4096, 300_000, 5 * MiB + 7, big.size]  # one block of each size, one past a piece
+        blocks = np.array([[_ptr(stream) + lo, _ptr(big) + lo, hi - lo] for lo, hi in itertools.pairwise(cuts)],
+                          np.uint64)
+        _engine.post_at(a, b.address, WRITE, blocks, BULK)
+        ping = np.full(small.size, 5, np.uint8)
+        _post(a, b, ping, small, HIGH)
+        _engine.flush_at(a, b.address, HIGH)
+        assert np.all(small == 5)
+        _engine.flush_at(a, b.address, BULK)
+        assert np.array_equal(big, stream)
+        back = np.zeros_like(stream)
+        a.register_mem(back)
+        _engine.post_at(a, b.address, READ, np.array([[_ptr(back), _ptr(big), big.nbytes]], np.uint64), BULK)
+        _engine.flush_at(a, b.address, BULK)
+        assert np.array_equal(back, stream)
+        peak = a.peer_stats(b.address)["bulk_peak_bytes"]
+        if in_flight:
+            assert 0 < peak <= in_flight, (peak, in_flight)
+        else:
+            assert peak == 0
+    finally:
+        a.finalize()
+        b.finalize()
+
+
 def test_a_same_node_peer_takes_no_lane():
     """With cma (the default) a same-node peer's bytes are memcpy or cma,
     which the copy thread already orders by priority: no second connection."""
@@ -134,13 +175,14 @@ def test_a_finalized_peer_fails_the_lanes_transfers_naming_it(pair):
     assert address in str(err.value)
 
 
-def test_disconnect_under_running_bulk_transfers_is_a_clean_error():
+@pytest.mark.parametrize("in_flight", ["", "262144"], ids=["default", "paced-256k"])
+def test_disconnect_under_running_bulk_transfers_is_a_clean_error(in_flight):
     """Threads post bulk transfers (over the lane, fetching the peer's table
     again for each new region) and flush at each priority while the peer is
     disconnected: every call ends in success or a clean error, never a crash
     or a hang; the bytes of every flush that succeeded are there; after it no
     connection of a's is left at b, and a reconnect makes a lane again."""
-    a, b = hixl_rma.Engine(options={"Cma": "0"}), hixl_rma.Engine()
+    a, b = hixl_rma.Engine(options={"Cma": "0", "BulkInFlight": in_flight}), hixl_rma.Engine()
     src = np.full(1 << 20, 9, np.uint8)
     a.register_mem(src)
     outcomes = []

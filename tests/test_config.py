@@ -70,7 +70,14 @@ def test_engine_takes_the_settings_as_options_and_names_a_bad_one(monkeypatch):
                                                       rf"\(1 or more\), got '{bad}'"):
             hixl_rma.Engine()
     monkeypatch.delenv("HIXL_RMA_CMA_THREADS")
-    assert config.engine_options() == {"PollUs": "50", "Cma": "0", "Direct": "0", "CmaThreads": "", "Telemetry": "0"}
+    for bad in ("many", "-1", str(1 << 31)):
+        monkeypatch.setenv("HIXL_RMA_BULK_INFLIGHT", bad)
+        with pytest.raises(hixl_rma.ParamError, match=rf"option BulkInFlight must be a number of bytes from 0 to "
+                                                      rf"1073741824, got '{bad}'"):
+            hixl_rma.Engine()
+    monkeypatch.delenv("HIXL_RMA_BULK_INFLIGHT")
+    assert config.engine_options() == {"PollUs": "50", "Cma": "0", "Direct": "0", "CmaThreads": "",
+                                       "BulkInFlight": "1048576", "Telemetry": "0"}
     with hixl_rma.Engine() as eng:  # valid settings: a working engine
         assert eng.address.startswith("127.0.0.1:")
     with pytest.raises(hixl_rma.ParamError, match="HIXL_RMA_TIMEOUT_MS must be positive"):

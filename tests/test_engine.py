@@ -1104,7 +1104,7 @@ def test_stats_return_to_start():
         ps = a.peer_stats(b.address)
         assert ps["bytes_written"] == 64 and ps["ops"] == 1
         assert a.peer_stats(c.address) == {"bytes_written": 0, "bytes_read": 0, "ops": 0, "answers_held": 0,
-                                           "detached": 0, "bulk_lane": False}
+                                           "detached": 0, "bulk_lane": False, "bulk_peak_bytes": 0}
         for h in hs:
             a.deregister_mem(h)
         a.disconnect(b.address)

@@ -48,6 +48,11 @@ SETTINGS = {
                              "threads that share a same-node transfer of 4 MiB or more (default: one "
                              "helper where a core is idle)"),
     "HIXL_RMA_DIRECT": ("1", "engine start (option Direct)", "0: never map a peer's memory (no memcpy path)"),
+    "HIXL_RMA_BULK_INFLIGHT": ("1048576", "engine start (option BulkInFlight)",
+                               "bytes a peer's bulk lane (bulk-priority transfers where bytes go by UCX, as "
+                               "across hosts) has posted and not yet completed at most, the rest queued and "
+                               "posted as completions come, so that a high-priority message on the same path "
+                               "waits behind this much only (at least 262144; 0: not paced)"),
     "HIXL_RMA_DOMAIN": ("", "Init (option Domain)", "the tenant domain of this job's engines (1 to 256 bytes; "
                                                     "default: none, the job alone): engines of different domains "
                                                     "never complete a handshake, even with the same job token"),
@@ -191,7 +196,7 @@ def telemetry():
 
 #: engine option -> the setting it comes from (hixl_ext.h names the options)
 _ENGINE_OPTIONS = {"PollUs": "HIXL_RMA_POLL_US", "Cma": "HIXL_RMA_CMA", "Direct": "HIXL_RMA_DIRECT",
-                   "CmaThreads": "HIXL_RMA_CMA_THREADS"}
+                   "CmaThreads": "HIXL_RMA_CMA_THREADS", "BulkInFlight": "HIXL_RMA_BULK_INFLIGHT"}
 
 
 def engine_options():

@@ -195,7 +195,8 @@ nixl_status_t HixlRmaBackend::Start(const nixlBackendInitParams *) {
   if (!token.empty()) options[hixl::ext::OPTION_JOB_TOKEN] = hixl::AscendString(token.c_str());
   // The engine's own options, under their engine names (hixl_rma.nixl passes HIXL_RMA_POLL_US & co.).
   for (const char *key : {hixl::ext::OPTION_POLL_US, hixl::ext::OPTION_CMA, hixl::ext::OPTION_DIRECT,
-                          hixl::ext::OPTION_CMA_THREADS, hixl::ext::OPTION_LOG_LEVEL}) {
+                          hixl::ext::OPTION_CMA_THREADS, hixl::ext::OPTION_BULK_IN_FLIGHT,
+                          hixl::ext::OPTION_LOG_LEVEL}) {
     std::string v = Param(key, "");
     if (!v.empty()) options[hixl::AscendString(key)] = hixl::AscendString(v.c_str());
   }

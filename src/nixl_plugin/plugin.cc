@@ -46,7 +46,8 @@ const char *Version() { return kVersion; }
 nixl_b_params_t Options() {
   return {{hixl_nixl::kParamHost, ""},   {hixl_nixl::kParamToken, ""}, {hixl_nixl::kParamTimeout, ""},
           {hixl::ext::OPTION_POLL_US, ""}, {hixl::ext::OPTION_CMA, ""},  {hixl::ext::OPTION_DIRECT, ""},
-          {hixl::ext::OPTION_CMA_THREADS, ""}, {hixl::ext::OPTION_LOG_LEVEL, ""}};
+          {hixl::ext::OPTION_CMA_THREADS, ""}, {hixl::ext::OPTION_BULK_IN_FLIGHT, ""},
+          {hixl::ext::OPTION_LOG_LEVEL, ""}};
 }
 
 nixl_mem_list_t Mems() { return {DRAM_SEG}; }

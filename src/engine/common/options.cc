@@ -69,6 +69,12 @@ Status ParseOptions(const std::map<AscendString, AscendString> &options, Options
       if (!val.empty() && (!ParseLong(val, t) || t < 1))
         return Fail(PARAM_INVALID, "option CmaThreads must be a number of threads (1 or more), got '" + val + "'");
       out.cma_threads = static_cast<size_t>(t);
+    } else if (key == ext::OPTION_BULK_IN_FLIGHT) {
+      long b = 0;
+      if (!val.empty() && (!ParseLong(val, b) || b < 0 || b > kMaxBulkInFlight))
+        return Fail(PARAM_INVALID, "option BulkInFlight must be a number of bytes from 0 to " +
+                                       std::to_string(kMaxBulkInFlight) + ", got '" + val + "'");
+      out.bulk_in_flight = val.empty() ? kDefaultBulkInFlight : static_cast<size_t>(b);
     }
   }
   out.auth_key =

@@ -21,6 +21,10 @@ constexpr long kMaxTimeoutMs = 86400000;
 constexpr long kDefaultPollUs = 50;
 constexpr long kMaxPollUs = 100000;
 
+/** @brief Option BulkInFlight when not given, and its largest value. */
+constexpr size_t kDefaultBulkInFlight = 1 << 20;
+constexpr long kMaxBulkInFlight = 1L << 30;
+
 /** @brief What Initialize was told, checked. Written once by ParseOptions, then read-only. */
 struct Options {
   std::string token;                        ///< JobToken
@@ -35,6 +39,7 @@ struct Options {
   CmaMode cma = CmaMode::OFF;               ///< Cma, as far as UCX_TLS allows cma
   bool mapped = true;                       ///< the mapped path (option Direct), as far as UCX_TLS allows mapping
   size_t cma_threads = 0;                   ///< CmaThreads; 0: not set (see ThreadsFor)
+  size_t bulk_in_flight = kDefaultBulkInFlight;  ///< BulkInFlight; 0: bulk lanes not paced
   bool telemetry = false;                   ///< Telemetry
   std::string log_level;                    ///< LogLevel as given; empty: leave the process's as it is
 };

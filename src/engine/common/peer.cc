@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/cma.h"
+#include "common/ucx_raii_inl.h"
 #include "hixl/hixl_ext.h"
 #include "common/status.h"
 
@@ -113,6 +114,17 @@ bool Peer::PidStillPeer() {
   if (!PidAlive(pidfd.get())) return false;
   pid_vouched_until.store(now + 2000000, std::memory_order_relaxed);
   return true;
+}
+
+Status Peer::DrainPacer(Deadline deadline, const char *what) {
+  if (!pacer) return SUCCESS;
+  std::shared_ptr<Endpoint> e = endpoint();
+  if (!e) return Gone(what);
+  ucs_status_t us = e->worker()->WaitUntil([&] { return pacer->Idle(); }, deadline, [&] { return Abort(); });
+  if (us == UCS_OK) us = pacer->TakeError();
+  if (us == UCS_OK) return SUCCESS;
+  if (dead) return Error(what);
+  return FromUcs(us, std::string(what) + " to " + name + " (bulk lane)");
 }
 
 }  // namespace engine

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "hixl/hixl_types.h"
+#include "common/pacer.h"
 #include "common/telemetry.h"
 #include "common/ucx_raii.h"
 #include "common/unique_fd.h"
@@ -115,6 +116,11 @@ struct Peer {
   bool lane_failed = false;  ///< under lane_mu: making one failed; bulk shares `ep`
   std::atomic<bool> has_lane{false};
   bool is_lane = false;  ///< this peer is another's bulk lane (set before it is published)
+  /// A lane's pacer (option BulkInFlight; null when 0, and on every other
+  /// peer): its UCX operations go through it, a few MiB in flight at a time.
+  /// Set before the lane is published; its flushes, the invalidations of its
+  /// regions and its teardown drain it first (DrainPacer).
+  std::unique_ptr<Pacer> pacer;
 
   /** @brief The bulk lane, or null. */
   std::shared_ptr<Peer> lane();
@@ -175,6 +181,13 @@ struct Peer {
 
   /** @brief True while `pid` still names the peer's process (checked before every vectored call). */
   bool PidStillPeer();
+
+  /**
+   * @brief Wait (progressing the worker) until the pacer has posted all it
+   *        queued and its own flushes completed, then take its error;
+   *        SUCCESS at once without a pacer. `what` names the call.
+   */
+  Status DrainPacer(Deadline deadline, const char *what);
 };
 
 using PeerPtr = std::shared_ptr<Peer>;

@@ -174,6 +174,7 @@ Status Connector::OpenLane(const PeerPtr &peer, Deadline deadline, PeerPtr &lane
   Status st = Dial(peer->name, hp, peer->engine_id, deadline, made);
   if (st != SUCCESS) return st;
   made->is_lane = true;
+  if (options_.bulk_in_flight > 0 && made->ep) made->pacer.reset(new Pacer(made->ep->get(), options_.bulk_in_flight));
   st = Publish(made, false);
   if (st == SUCCESS) lane = std::move(made);
   return st;
@@ -285,6 +286,12 @@ void Connector::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
   }
   if (lane) TeardownPeer(lane, deadline);  // its bulk work completes first, as the peer's own does below
   std::shared_ptr<Endpoint> ep = peer->endpoint();
+  if (peer->pacer) {
+    // What it queued is posted first (a live peer), then it posts nothing
+    // more: the keys and the endpoint it uses go below.
+    if (!peer->dead && ep) peer->DrainPacer(deadline, "Disconnect");
+    peer->pacer->Drop();
+  }
   if (!peer->dead && ep) {
     copier_.RunFor(peer, deadline);  // its detached jobs end first (this thread does what is left)
     ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
@@ -533,6 +540,7 @@ void Connector::HandleInvalidate(const PeerPtr &peer, const FrameHeader &h, cons
   // engine's copy thread still has to make into it.
   auto deadline = DeadlineIn(options_.timeout_ms);
   if (ep && !peer->dead && !copier_.RunFor(peer, deadline)) return;  // no ack: better a timeout than lost bytes
+  if (ep && !peer->dead && peer->DrainPacer(deadline, "invalidation") != SUCCESS) return;  // likewise
   if (ep && !peer->dead) {
     ucs_status_t us = ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
     if (us != UCS_OK) return;  // no ack: the target keeps the memory (and times out) rather than lose bytes

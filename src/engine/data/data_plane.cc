@@ -201,6 +201,10 @@ Status DataPlane::WaitFlush(const PeerPtr &peer, Deadline deadline, const char *
     Status st = copier_.Complete(peer, deadline, what, priority);
     if (st != SUCCESS) return st;
   }
+  if (peer->pacer) {  // what it still queues, the endpoint's flush below would not cover
+    Status st = peer->DrainPacer(deadline, what);
+    if (st != SUCCESS) return st;
+  }
   uint64_t seq;
   bool retired;
   {
@@ -636,6 +640,7 @@ Status DataPlane::GetPeerStats(const std::string &remote, ext::PeerStats &s) {
     s.bytes_read += lane->bytes_read;
     s.ops += lane->ops;
     s.bulk_lane = 1;
+    if (lane->pacer) s.bulk_peak_kib = static_cast<uint32_t>(std::min<size_t>(lane->pacer->peak() >> 10, UINT32_MAX));
   }
   std::lock_guard<std::mutex> rl(peer->resp_mu);
   for (const auto &kv : peer->responses) s.answers_held += kv.second.answered ? 1 : 0;

@@ -11,6 +11,13 @@ namespace engine {
 
 Status UcxPath::PostBlock(Peer &peer, ucp_ep_h ep, TransferOp op, const TransferOpDesc &d, const RemoteRegion &r,
                           size_t index) {
+  if (peer.pacer) {  // a bulk lane: queued, posted as the bytes in flight allow
+    ucs_status_t us = peer.pacer->Post(op, d.local_addr, d.remote_addr, d.len, r.rkey->get());
+    peer.ucx_unflushed.store(true);
+    if (us == UCS_ERR_NOT_CONNECTED) return peer.Gone("transfer");
+    if (us != UCS_OK) return FromUcs(us, "transfer to " + peer.name + " block " + std::to_string(index));
+    return SUCCESS;
+  }
   ucp_request_param_t param;
   std::memset(&param, 0, sizeof(param));
   void *local = reinterpret_cast<void *>(d.local_addr);

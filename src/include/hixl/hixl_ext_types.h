@@ -46,6 +46,9 @@ constexpr const char *OPTION_DIRECT = "Direct";
 /** @brief Option: threads that share a same-node transfer of kShareMinBytes or more, taken as
  *         given up to the cores allowed (default, or empty: one helper where a core is idle). */
 constexpr const char *OPTION_CMA_THREADS = "CmaThreads";
+/** @brief Option: bytes a peer's bulk lane has in flight at most (default 1 MiB; at least 256 KiB; "0":
+ *         not paced, every bulk operation posted at once). */
+constexpr const char *OPTION_BULK_IN_FLIGHT = "BulkInFlight";
 /** @brief Option: the engine's log on stderr, "off" (default), "error", "warning", "info" or "debug";
  *         process-wide (the last engine initialized with it sets it). */
 constexpr const char *OPTION_LOG_LEVEL = "LogLevel";
@@ -132,7 +135,8 @@ struct PeerStats {
   uint64_t answers_held;  ///< control answers received and not yet taken by the request they answer
   uint64_t detached;      ///< detached jobs (copies, notifies behind them) for it in flight
   uint32_t bulk_lane;     ///< 1 while its bulk-priority transfers go over a second connection of their own
-  uint8_t reserved[12];
+  uint32_t bulk_peak_kib; ///< the most KiB its bulk lane's pacer had in flight at once (0: none paced)
+  uint8_t reserved[8];
 };
 
 /** @brief Telemetry histograms' buckets: 0 holds times under 1 us, bucket i those in [2^(i-1), 2^i) us

@@ -1,8 +1,9 @@
 """The soak test (tools/measure/soak.py) for a few fixed rounds: each fault
 kind (a peer killed on this host and on another simulated host, stopped past
 the timeout, the link cut with and without healing) and each workload
-(Put/Flush, exclusive-lock counter, Fence epochs, NIXL) at least once, with
-no hang, no crash and no wrong result. Rounds that cannot run here (no root
+(Put/Flush, the same on a bulk window, exclusive-lock counter, Fence
+epochs, NIXL) at least once, with no hang, no crash and no wrong result.
+Rounds that cannot run here (no root
 for the simulated hosts, no NIXL, no hydra) are skipped by the runner,
 saying why; the long run is by hand (docs/guide/failures.md, "Soak test")."""
 import json
@@ -19,7 +20,8 @@ soak = procutil.script("tools/measure/soak.py")
 
 # Fixed round seeds (replay one: python tools/measure/soak.py --only-seed S);
 # one stop round only: it lasts the timeout + 1 s longer than the others.
-# 100061, 100062: a peer killed on another host during the lock counter,
+# 100010: the link cut and healed during the bulk window's stream (its
+# lane paced). 100061, 100062: a peer killed on another host during the lock counter,
 # whose survivor's next collective crashed inside MPICH (1 run in 3) before
 # the runtime checked its members first.
 SEEDS = (100051, 100008, 100025, 100022, 100010, 100000, 100012, 100079, 100061, 100062)

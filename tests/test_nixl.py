@@ -453,6 +453,22 @@ def test_bench_nixl_quick(tmp_path):
         assert f["HIXL_RMA"]["gbps"] > 0 and f["UCX"]["gbps"] > 0 and f["op"] in ("WRITE", "READ"), f
 
 
+
+def test_bench_nixl_scatter_quick(tmp_path):
+    """``--scatter``: N scattered 4 KiB blocks with a notification on both
+    backends, each repetition's blocks read back and compared, the floor
+    and the cost per descriptor reported (a smoke test, not a measurement)."""
+    out = tmp_path / "scatter.json"
+    rc, text = procutil.run([sys.executable, "-m", "hixl_rma.bench", "nixl", "--scatter", "64,512", "--reps", "2",
+                             "--json", str(out)], env=_env(), timeout=240)
+    assert rc == 0 and "HIXL_RMA / floor" in text, text[-4000:]
+    res = json.loads(out.read_text())
+    assert res["ok"] and res["scatter"] and [f["descs"] for f in res["figures"]] == [64, 512], res
+    for f in res["figures"]:
+        assert f["floor_ms"] > 0 and f["HIXL_RMA"]["ms"] >= f["HIXL_RMA"]["prep_ms"] > 0, f
+        assert f["UCX"]["us_per_desc"] > 0 and len(f["HIXL_RMA"]["samples"]) == 2, f
+
+
 LATE_AND_BUSY = textwrap.dedent(r'''
     import time
     import numpy as np

@@ -5,6 +5,7 @@ in C with nothing around it, so that a figure says how far above that floor
 the whole call is. The benchmark's own extension, not the engine's."""
 from cpython.buffer cimport PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport uintptr_t
+from libc.string cimport memcpy
 from libcpp.vector cimport vector
 
 cdef extern from "<sys/uio.h>" nogil:
@@ -81,3 +82,51 @@ def floor_cma(int pid, uintptr_t remote, local, size_t block, size_t count, size
         raise OSError(err, f"floor_cma: process_vm_{'writev' if write else 'readv'} to pid {pid} moved {got} "
                            f"of {block} bytes")
     return [ns[k] for k in range(rounds)]
+
+
+def floor_scatter(dst, src, dst_slots, src_slots, size_t block, size_t rounds):
+    """``rounds`` rounds of one memcpy of ``block`` bytes per slot pair,
+    from block ``src_slots[i]`` of ``src`` to block ``dst_slots[i]`` of
+    ``dst`` (writable C-contiguous buffers; the slots int64 arrays of one
+    length, each slot inside its buffer): a list of each round's
+    nanoseconds. The least a scatter of those blocks costs in one process."""
+    cdef Py_buffer d, s, dv, sv
+    cdef size_t i, k, n
+    cdef long long t0
+    cdef vector[long long] ns
+    cdef const long long *di
+    cdef const long long *si
+    if block == 0:
+        raise ValueError("floor_scatter: block must be positive")
+    PyObject_GetBuffer(dst, &d, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+    try:
+        PyObject_GetBuffer(src, &s, PyBUF_C_CONTIGUOUS)
+        try:
+            PyObject_GetBuffer(dst_slots, &dv, PyBUF_C_CONTIGUOUS)
+            try:
+                PyObject_GetBuffer(src_slots, &sv, PyBUF_C_CONTIGUOUS)
+                try:
+                    n = <size_t>dv.len // 8
+                    if <size_t>sv.len != <size_t>dv.len or dv.itemsize != 8 or sv.itemsize != 8:
+                        raise ValueError("floor_scatter: the slots must be int64 arrays of one length")
+                    di, si = <const long long *>dv.buf, <const long long *>sv.buf
+                    for i in range(n):
+                        if di[i] < 0 or si[i] < 0 or <size_t>(di[i] + 1) * block > <size_t>d.len \
+                                or <size_t>(si[i] + 1) * block > <size_t>s.len:
+                            raise ValueError(f"floor_scatter: slot pair {i} is outside its buffer")
+                    ns.resize(rounds)
+                    with nogil:
+                        for k in range(rounds):
+                            t0 = _now_ns()
+                            for i in range(n):
+                                memcpy(<char *>d.buf + di[i] * block, <const char *>s.buf + si[i] * block, block)
+                            ns[k] = _now_ns() - t0
+                finally:
+                    PyBuffer_Release(&sv)
+            finally:
+                PyBuffer_Release(&dv)
+        finally:
+            PyBuffer_Release(&s)
+    finally:
+        PyBuffer_Release(&d)
+    return list(ns)

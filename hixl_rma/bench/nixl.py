@@ -17,6 +17,15 @@ within every repetition. Figures: GB/s and µs per transfer (median of
 backend about 0.2 s), the ratio HIXL_RMA / UCX in GB/s (above 1 favours HIXL_RMA), and
 CPU time per transfer of each side. The data of the last round of every
 figure is checked.
+
+With ``--scatter 1024,16384,65536`` it measures instead what a KV-cache
+server does: a WRITE of N 4 KiB blocks, scattered over both sides' regions
+(which grow to hold them), with a notification, timed from the descriptor
+lists' preparation (``get_xfer_descs`` of both lists and
+``initialize_xfer``) to DONE, the backends interleaved, each repetition's
+blocks read back and compared; beside it the floor, the same scatter done in
+one process as one memcpy per block (in C, between buffers already touched);
+and the cost per descriptor.
 """
 from __future__ import annotations
 
@@ -33,6 +42,7 @@ HELP = "NIXL's agent on HIXL_RMA against NIXL on UCX, WRITE and READ, 4 KiB..64 
 MiB = 1 << 20
 REGION = 64 * MiB
 BACKENDS = ("HIXL_RMA", "UCX")
+BLOCK = 4096  # a scattered block (--scatter)
 
 
 def _size(text: str) -> int:
@@ -45,6 +55,8 @@ def add_arguments(p) -> None:
     p.add_argument("--sizes", default="4K,64K,1M,16M,64M", help="transfer sizes (default 4K,64K,1M,16M,64M)")
     p.add_argument("--batch", type=int, default=16, help="descriptors in the batched shape (default 16)")
     p.add_argument("--iters", type=int, default=None, help="transfers per figure and repetition (default: by size)")
+    p.add_argument("--scatter", default="", help="instead: WRITEs of N scattered 4 KiB blocks, prep included, "
+                                                  "for each N given (e.g. 1024,16384,65536)")
     p.add_argument("--target-prefix", default="", help="command prefix that runs the target elsewhere (another "
                    "host: e.g. 'python tests/support/simhosts.py exec 1'); then --initiator-prefix runs the initiator")
     p.add_argument("--initiator-prefix", default="", help="command prefix of the initiator (with --target-prefix)")
@@ -77,16 +89,28 @@ def _take(path, proc=None, timeout=60.0) -> bytes:
         return f.read()
 
 
-def _target(folder: str) -> None:
+def _counts(text: str) -> list[int]:
+    counts = [int(n) for n in text.split(",") if n.strip()]
+    if any(n < 1 or n > 1 << 20 for n in counts):
+        raise SystemExit("--scatter: each N between 1 and 1048576")
+    return counts
+
+
+def _region(args) -> int:
+    """Bytes each side registers: 64 MiB, or what the largest --scatter needs."""
+    return max([REGION] + [n * BLOCK for n in _counts(args.scatter)])
+
+
+def _target(folder: str, region: int) -> None:
     """The target side: register, publish, then sleep on notifications until told to end."""
     import numpy as np
 
     from hixl_rma import nixl as hn
 
     agent = hn.agent("bench-target", BACKENDS)
-    mem = np.zeros(REGION, np.uint8)
+    mem = np.zeros(region, np.uint8)
     agent.register_memory(agent.get_reg_descs([(mem.ctypes.data, mem.nbytes, 0, "")], "DRAM"))
-    mem[:] = np.resize(np.arange(251, dtype=np.uint8), REGION)  # what READs fetch
+    mem[:] = np.resize(np.arange(251, dtype=np.uint8), region)  # what READs fetch
     _put(f"{folder}/target.md", agent.get_agent_metadata())
     _put(f"{folder}/target.mem", json.dumps([mem.ctypes.data, mem.nbytes]).encode())
     agent.add_remote_agent(_take(f"{folder}/initiator.md"))
@@ -146,8 +170,9 @@ def run(args) -> dict:
     if any(s <= 0 or s > REGION for s in sizes):
         raise SystemExit(f"--sizes: each between 1 B and {REGION} B")
     reps = args.reps or (2 if args.quick else 5)
+    region = _region(args)
     if args.role == "target":
-        _target(args.dir)
+        _target(args.dir, region)
         return {"quiet": True, "ok": True}
     if args.target_prefix and args.role != "initiator":
         return _apart(args)
@@ -155,18 +180,21 @@ def run(args) -> dict:
     target = None
     if args.role != "initiator":
         target = subprocess.Popen([sys.executable, "-m", "hixl_rma.bench", "nixl", "--role", "target", "--dir",
-                                   folder], stdout=subprocess.DEVNULL, stderr=None)
+                                   folder, "--scatter", args.scatter], stdout=subprocess.DEVNULL, stderr=None)
     ok = True
     figures = []
     try:
         agent = hn.agent("bench-initiator", BACKENDS)
-        expect = np.resize(np.arange(251, dtype=np.uint8), REGION)
+        expect = np.resize(np.arange(251, dtype=np.uint8), region)
         mem = expect.copy()  # WRITEs leave it at the target; READs bring it back
         agent.register_memory(agent.get_reg_descs([(mem.ctypes.data, mem.nbytes, 0, "")], "DRAM"))
         _put(f"{folder}/initiator.md", agent.get_agent_metadata())
         peer = agent.add_remote_agent(_take(f"{folder}/target.md", target))
         peer = peer.decode() if isinstance(peer, bytes) else peer
         base, _ = json.loads(_take(f"{folder}/target.mem", target))
+        if args.scatter:
+            sizes = []  # the scatter figures only
+            ok &= _scatter(agent, peer, mem, base, _counts(args.scatter), reps, figures)
         for size in sizes:
             for shape in ("one", "batch"):
                 count = 1 if shape == "one" else max(1, min(args.batch, REGION // size))
@@ -227,7 +255,62 @@ def run(args) -> dict:
                 target.wait()
     have = hn.installed()
     return {"workload": NAME, "ok": ok, "reps": reps, "figures": figures, "nixl": have[1] if have else None,
-            "where": "one node", "machine": rp.machine_info()}
+            "where": "one node", "machine": rp.machine_info(), "scatter": bool(args.scatter)}
+
+
+def _scatter(agent, peer, mem, base, counts, reps, figures) -> bool:
+    """The --scatter figures (appended to `figures`); False if any data read back differ."""
+    import numpy as np
+
+    from hixl_rma.bench import report as rp
+    from hixl_rma.bench._floor import floor_scatter
+
+    ok = True
+    slots = mem.nbytes // BLOCK
+    blocks = mem.reshape(slots, BLOCK)
+    words = mem.view(np.uint64).reshape(slots, BLOCK // 8)
+    for n in counts:
+        rng = np.random.default_rng(n)
+        mine, theirs = rng.permutation(slots)[:n], rng.permutation(slots)[:n]
+        local = [(mem.ctypes.data + int(s) * BLOCK, BLOCK, 0) for s in mine]
+        remote = [(base + int(s) * BLOCK, BLOCK, 0) for s in theirs]
+        back = np.zeros(n * BLOCK, np.uint8)
+        reg = agent.register_memory(agent.get_reg_descs([(back.ctypes.data, back.nbytes, 0, "")], "DRAM"))
+        home = agent.get_xfer_descs([(back.ctypes.data + i * BLOCK, BLOCK, 0) for i in range(n)], "DRAM")
+        prep = {b: [] for b in BACKENDS}
+        total = {b: [] for b in BACKENDS}
+        for rep in range(reps):
+            for k, b in enumerate(BACKENDS):
+                words[mine, 0] = np.arange(n, dtype=np.uint64) + ((rep * 2 + k + 1) << 32)  # this round's blocks
+                t0 = time.perf_counter()
+                h = agent.initialize_xfer("WRITE", agent.get_xfer_descs(local, "DRAM"),
+                                          agent.get_xfer_descs(remote, "DRAM"), peer, b"scatter", backends=[b])
+                t1 = time.perf_counter()
+                agent.transfer(h)
+                ok &= _wait(agent, h) == "DONE"
+                t2 = time.perf_counter()
+                agent.release_xfer_handle(h)
+                prep[b].append(t1 - t0)
+                total[b].append(t2 - t0)
+                back[:] = 0  # read back through HIXL_RMA and compare, block by block
+                r = agent.initialize_xfer("READ", home, agent.get_xfer_descs(remote, "DRAM"), peer,
+                                          backends=["HIXL_RMA"])
+                agent.transfer(r)
+                ok &= _wait(agent, r) == "DONE" and np.array_equal(back.reshape(n, BLOCK), blocks[mine])
+                agent.release_xfer_handle(r)
+        agent.deregister_memory(reg)
+        # The floor: one memcpy per block in one process, between buffers
+        # already touched (the first round is a warm-up, left out).
+        src, dst = np.resize(np.arange(251, dtype=np.uint8), mem.nbytes), np.ones(mem.nbytes, np.uint8)
+        ns = floor_scatter(dst, src, theirs.astype(np.int64), mine.astype(np.int64), BLOCK, reps + 1)[1:]
+        del src, dst
+        fig = {"descs": n, "size": BLOCK, "op": "WRITE", "floor_ms": rp.summarize(ns)["median"] / 1e6}
+        for b in BACKENDS:
+            t, p = rp.summarize(total[b])["median"], rp.summarize(prep[b])["median"]
+            fig[b] = {"ms": t * 1e3, "prep_ms": p * 1e3, "us_per_desc": t / n * 1e6, "samples": total[b]}
+        fig["over_floor"] = fig["HIXL_RMA"]["ms"] / fig["floor_ms"]
+        figures.append(fig)
+    return ok
 
 
 def _apart(args) -> dict:
@@ -238,9 +321,10 @@ def _apart(args) -> dict:
     folder = tempfile.mkdtemp(prefix="hixl-bench-nixl-")
     out = os.path.join(folder, "result.json")
     common = [sys.executable, "-m", "hixl_rma.bench", "nixl", "--dir", folder]
-    target = subprocess.Popen(shlex.split(args.target_prefix) + common + ["--role", "target"],
-                              stdout=subprocess.DEVNULL)
-    mine = ["--role", "initiator", "--sizes", args.sizes, "--batch", str(args.batch), "--json", out]
+    target = subprocess.Popen(shlex.split(args.target_prefix) + common + ["--role", "target", "--scatter",
+                                                                           args.scatter], stdout=subprocess.DEVNULL)
+    mine = ["--role", "initiator", "--sizes", args.sizes, "--batch", str(args.batch), "--json", out,
+            "--scatter", args.scatter]
     mine += (["--iters", str(args.iters)] if args.iters else []) + (["--reps", str(args.reps)] if args.reps else [])
     mine += ["--quick"] if args.quick else []
     try:
@@ -262,6 +346,9 @@ def _apart(args) -> dict:
 def report(result) -> None:
     from hixl_rma.bench import report as rp
 
+    if result.get("scatter"):
+        _report_scatter(result)
+        return
     rows = []
     for f in result["figures"]:
         h, u = f["HIXL_RMA"], f["UCX"]
@@ -276,3 +363,20 @@ def report(result) -> None:
                    ["transfer", "op", "HIXL_RMA GB/s", "UCX GB/s", "ratio", "HIXL_RMA µs", "UCX µs",
                     "CPU µs HIXL_RMA (init/target)", "CPU µs UCX (init/target)"], rows,
                    notes=["ratio: HIXL_RMA GB/s / UCX GB/s (above 1 favours HIXL_RMA); CPU: per transfer, each side"])
+
+
+def _report_scatter(result) -> None:
+    from hixl_rma.bench import report as rp
+
+    rows = []
+    for f in result["figures"]:
+        h, u = f["HIXL_RMA"], f["UCX"]
+        rows.append([f"{f['descs']:,}", rp.fmt_num(h["ms"], 2), rp.fmt_num(h["prep_ms"], 2), rp.fmt_num(u["ms"], 2),
+                     rp.fmt_num(f["floor_ms"], 2), rp.fmt_num(f["over_floor"]), rp.fmt_num(h["us_per_desc"], 3),
+                     rp.fmt_num(u["us_per_desc"], 3)])
+    rp.print_table(f"NIXL {result['nixl']}: WRITE of N scattered 4 KiB blocks + notification, prep included, "
+                   f"{result.get('where', 'one node')}, median of {result['reps']} (data checked: {result['ok']})",
+                   ["N blocks", "HIXL_RMA ms", "of it prep ms", "UCX ms", "floor ms", "HIXL_RMA / floor",
+                    "HIXL_RMA µs/desc", "UCX µs/desc"], rows,
+                   notes=["floor: the same scatter in one process, one memcpy per block; "
+                          "prep: get_xfer_descs of both lists + initialize_xfer"])

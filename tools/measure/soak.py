@@ -107,40 +107,24 @@ stop_at = t0 + (fault_ms + %(tail)d) / 1000
 one = np.ones(1, np.int64)
 done = 0
 try:
-    if workload == "putflush":
-        src, back = np.empty(64, np.int64), np.empty(64, np.int64)
-        win.Fence(hixl_rma.MODE_NOSUCCEED)
-        win.Lock_all()
-        while time.monotonic() < stop_at:
-            src[:] = np.arange(64) + done * 1000 + rank * 10**9
-            off = (done % 32) * 64
-            win.Put(src, peer, off)
-            win.Flush(peer)
-            back[:] = -1
-            win.Get(back, peer, off)
-            win.Flush(peer)
-            if not np.array_equal(back, src):
-                end("WRONG", f"put-readback-iteration-{done}")
-            done += 1
-        win.Unlock_all()
-        win.Fence()
-    elif workload == "bulk":
-        n = 1 << 18  # 2 MiB a Put: more than the lane has in flight at once
+    if workload in ("putflush", "bulk"):
+        # bulk: 2 MiB a Put, more than the peer's bulk lane has in flight at once
+        w, n, slots = (bwin, 1 << 18, 2) if workload == "bulk" else (win, 64, 32)
         src, back = np.empty(n, np.int64), np.empty(n, np.int64)
-        bwin.Fence(hixl_rma.MODE_NOSUCCEED)
-        bwin.Lock_all()
+        w.Fence(hixl_rma.MODE_NOSUCCEED)
+        w.Lock_all()
         while time.monotonic() < stop_at:
             src[:] = np.arange(n) + done * n + rank * 10**12
-            off = (done % 2) * n
-            bwin.Put(src, peer, off)
-            bwin.Flush(peer)
+            off = (done % slots) * n
+            w.Put(src, peer, off)
+            w.Flush(peer)
             back[:] = -1
-            bwin.Get(back, peer, off)
-            bwin.Flush(peer)
+            w.Get(back, peer, off)
+            w.Flush(peer)
             if not np.array_equal(back, src):
-                end("WRONG", f"bulk-readback-iteration-{done}")
+                end("WRONG", f"{workload}-readback-iteration-{done}")
             done += 1
-        bwin.Unlock_all()
+        w.Unlock_all()
         win.Fence()
     elif workload == "lockcounter":
         last = -1

@@ -20,11 +20,13 @@ soak = procutil.script("tools/measure/soak.py")
 
 # Fixed round seeds (replay one: python tools/measure/soak.py --only-seed S);
 # one stop round only: it lasts the timeout + 1 s longer than the others.
-# 100010: the link cut and healed during the bulk window's stream (its
-# lane paced). 100061, 100062: a peer killed on another host during the lock counter,
+# 100058: a peer killed during the bulk window's stream, on this host (no
+# bulk lane: across hosts such rounds can crash in UCX, see
+# docs/guide/failures.md, "Known problems"). 100061, 100062: a peer killed
+# on another host during the lock counter,
 # whose survivor's next collective crashed inside MPICH (1 run in 3) before
 # the runtime checked its members first.
-SEEDS = (100051, 100008, 100025, 100022, 100010, 100000, 100012, 100079, 100061, 100062)
+SEEDS = (100051, 100008, 100025, 100022, 100058, 100000, 100012, 100079, 100061, 100062)
 
 
 def test_the_fixed_seeds_cover_every_fault_and_workload():

@@ -34,6 +34,14 @@ struct Pacer::FlushDone {
   size_t bytes;
 };
 
+void Pacer::Settle(State &s, size_t flushed, ucs_status_t status) {
+  if (flushed > 0) {
+    --s.flushes;
+    s.in_flight -= std::min(s.in_flight, flushed);
+  }
+  if (status != UCS_OK && s.err == UCS_OK) s.err = status;
+}
+
 Pacer::Pacer(ucp_ep_h ep, size_t limit) : s_(std::make_shared<State>()) {
   s_->ep = ep;
   s_->limit = std::max(limit, kPiece);
@@ -138,11 +146,7 @@ void Pacer::Pump(const std::shared_ptr<State> &s) {
     }
     std::lock_guard<std::mutex> lk(s->mu);
     --s->posting;
-    if (flush_done_now) {
-      --s->flushes;
-      s->in_flight -= std::min(s->in_flight, flush_bytes);
-    }
-    if (failed != UCS_OK && s->err == UCS_OK) s->err = failed;
+    Settle(*s, flush_done_now ? flush_bytes : 0, failed);
   }
 }
 
@@ -150,9 +154,7 @@ void Pacer::OnFlush(void *request, ucs_status_t status, void *user_data) {
   auto *done = static_cast<FlushDone *>(user_data);
   {
     std::lock_guard<std::mutex> lk(done->s->mu);
-    --done->s->flushes;
-    done->s->in_flight -= std::min(done->s->in_flight, done->bytes);
-    if (status != UCS_OK && done->s->err == UCS_OK) done->s->err = status;
+    Settle(*done->s, done->bytes, status);
   }
   ucp_request_free(request);
   Pump(done->s);

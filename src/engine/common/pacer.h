@@ -72,6 +72,8 @@ class Pacer {
  private:
   struct State;
   struct FlushDone;
+  /** What one of its UCX calls ended in (State::mu held): a flush of `flushed` bytes (0: none) done, `status`. */
+  static void Settle(State &s, size_t flushed, ucs_status_t status);
   static void Pump(const std::shared_ptr<State> &s);
   static void OnFlush(void *request, ucs_status_t status, void *user_data);
   std::shared_ptr<State> s_;

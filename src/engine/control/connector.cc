@@ -51,6 +51,11 @@ void Connector::Stop() {
     peer_by_conn_.clear();
   }
   worker_.reset();
+  {
+    std::lock_guard<std::mutex> lk(lane_worker_mu_);
+    lane_worker_.reset();  // the loop holds it till it closes; no lane endpoint is left on it
+    lane_worker_failed_ = false;
+  }
   name_.clear();
 }
 
@@ -163,15 +168,30 @@ Status Connector::Connect(const std::string &remote, int32_t timeout_ms, const s
     if (peers_.count(remote)) return Fail(ALREADY_CONNECTED, "Connect: already connected to " + remote);
   }
   PeerPtr peer;
-  Status st = Dial(remote, hp, expected_id, DeadlineIn(timeout_ms), peer);
+  Status st = Dial(remote, hp, expected_id, DeadlineIn(timeout_ms), worker_, peer);
   return st == SUCCESS ? Publish(peer, true) : st;
+}
+
+std::shared_ptr<Worker> Connector::LaneWorker() {
+  std::lock_guard<std::mutex> lk(lane_worker_mu_);
+  if (lane_worker_ || lane_worker_failed_ || !worker_) return lane_worker_;
+  try {
+    lane_worker_ = std::make_shared<Worker>(worker_->context());
+  } catch (ucs_status_t) {
+    lane_worker_failed_ = true;  // bulk then shares the peers' endpoints, as without lanes
+    return nullptr;
+  }
+  loop_.AddWorker(lane_worker_);
+  return lane_worker_;
 }
 
 Status Connector::OpenLane(const PeerPtr &peer, Deadline deadline, PeerPtr &lane) {
   HostPort hp;
   if (!ParseHostPort(peer->name, hp)) return Fail(PARAM_INVALID, "bulk lane: '" + peer->name + "' is not ip:port");
+  std::shared_ptr<Worker> worker = LaneWorker();
+  if (!worker) return Fail(RESOURCE_EXHAUSTED, "bulk lane: UCX could not make the lanes' worker");
   PeerPtr made;
-  Status st = Dial(peer->name, hp, peer->engine_id, deadline, made);
+  Status st = Dial(peer->name, hp, peer->engine_id, deadline, worker, made);
   if (st != SUCCESS) return st;
   made->is_lane = true;
   if (options_.bulk_in_flight > 0 && made->ep) made->pacer.reset(new Pacer(made->ep->get(), options_.bulk_in_flight));
@@ -181,7 +201,7 @@ Status Connector::OpenLane(const PeerPtr &peer, Deadline deadline, PeerPtr &lane
 }
 
 Status Connector::Dial(const std::string &remote, const HostPort &hp, const std::string &expected_id,
-                       Deadline deadline, PeerPtr &out) {
+                       Deadline deadline, const std::shared_ptr<Worker> &worker, PeerPtr &out) {
   const auto refused_until = std::min(deadline, Clock::now() + kRefusedRetryFor);
   // The socket stays this call's until the peer holds it: no other owner,
   // so a failure closes it exactly once.
@@ -223,7 +243,7 @@ Status Connector::Dial(const std::string &remote, const HostPort &hp, const std:
                               ", which does not hold its end of the connection");
   }
   try {
-    peer->ep = std::make_shared<Endpoint>(worker_, worker_addr);
+    peer->ep = std::make_shared<Endpoint>(worker, worker_addr);
   } catch (ucs_status_t s) {
     return FromUcs(s, "Connect to " + remote + ": ucp_ep_create failed");
   }

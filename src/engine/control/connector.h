@@ -105,7 +105,10 @@ class Connector {
   /** @brief Handshake (retried while refused or dropped, within `deadline`), endpoint, table: a peer
    *         holding its control socket, not yet published. */
   Status Dial(const std::string &remote, const HostPort &hp, const std::string &expected_id, Deadline deadline,
-              PeerPtr &out);
+              const std::shared_ptr<Worker> &worker, PeerPtr &out);
+  /** @brief The worker of this engine's bulk lanes, made (and handed to the loop) by the first lane; null if
+   *         UCX could not make one. */
+  std::shared_ptr<Worker> LaneWorker();
   /** @brief Make a dialed peer served (its socket in the loop's set), and found by name when `by_name`. */
   Status Publish(const PeerPtr &peer, bool by_name);
   Status ControlRequest(const PeerPtr &peer, Msg type, std::string &resp, Deadline deadline,
@@ -116,6 +119,15 @@ class Connector {
   EventLoop &loop_;
   std::shared_ptr<Worker> worker_;
   std::string name_;  ///< this engine's listen address, told in the handshake
+  /// Bulk lanes connect from a worker of their own. On the peer's worker a
+  /// lane is then an endpoint from an unknown worker, not a second one from
+  /// ours: when both sides of a pair open their lanes at once, UCX's tcp
+  /// transport would otherwise resolve two simultaneous connections between
+  /// the same two interfaces, and its receive side can crash doing so (a
+  /// null receive buffer in uct_tcp_ep_progress_put_rx, UCX 1.20 and 1.22).
+  std::mutex lane_worker_mu_;
+  std::shared_ptr<Worker> lane_worker_;  ///< under lane_worker_mu_; kept till Stop
+  bool lane_worker_failed_ = false;      ///< under lane_worker_mu_
 
   std::mutex mu_;  ///< guards the maps below
   std::map<std::string, PeerPtr> peers_;

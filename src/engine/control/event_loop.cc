@@ -67,7 +67,16 @@ bool EventLoop::Stop() {
   return was;
 }
 
+void EventLoop::AddWorker(std::shared_ptr<Worker> worker) {
+  lanes_ = std::move(worker);
+  lanes_raw_.store(lanes_.get(), std::memory_order_release);
+  Wake();  // the thread watches its event fd from its next round
+}
+
 void EventLoop::Close() {
+  lanes_raw_.store(nullptr, std::memory_order_release);
+  lanes_.reset();
+  lanes_watched_ = false;
   paused_fd_ = -1;
   epoll_fd_.reset();
   wake_fd_.reset();
@@ -150,6 +159,12 @@ void EventLoop::Run() {
       ++done;
       if ((done & 63) == 0 && (now = Clock::now()) - last_control >= kControlEvery) break;
     }
+    // The lanes' worker, unless a caller waits on it (and so progresses it):
+    // a long bulk flush must not keep this thread off the target-side work
+    // of the main worker, nor spin it on the lanes' spinlock.
+    Worker *lanes = lanes_raw_.load(std::memory_order_acquire);
+    bool lanes_free = false;
+    if (lanes != nullptr && ProgressLanes(lanes, lanes_free)) ++done;
     now = Clock::now();
     if (now - last_control >= kControlEvery) {
       ServeControl(evs, kMaxEvents, 0);
@@ -170,10 +185,28 @@ void EventLoop::Run() {
       continue;
     }
     if (ucp_worker_arm(w) == UCS_ERR_BUSY) continue;
+    if (lanes_free && ucp_worker_arm(lanes->get()) == UCS_ERR_BUSY) continue;
     ServeControl(evs, kMaxEvents, kEpollWaitMs);
     last_control = Clock::now();
     woke = true;
   }
+}
+
+bool EventLoop::ProgressLanes(Worker *lanes, bool &free) {
+  free = lanes->callers_waiting() == 0;
+  // Its event fd is watched only while this thread progresses it: a fd left
+  // readable by a caller's unread completions would keep the sleep short.
+  if (free != lanes_watched_) {
+    if (free)
+      Add(lanes->event_fd(), kIdUcx);
+    else
+      Remove(lanes->event_fd());
+    lanes_watched_ = free;
+  }
+  if (!free) return false;
+  bool did = false;
+  for (unsigned i = 0; i < 64 && ucp_worker_progress(lanes->get()) != 0; ++i) did = true;
+  return did;
 }
 
 void EventLoop::ServeControl(epoll_event *evs, int max_events, int timeout_ms) {

@@ -55,6 +55,11 @@ class EventLoop {
   /** @brief Make the epoll set and the wake eventfd, and watch `worker`'s event fd. */
   Status Open(std::shared_ptr<Worker> worker);
   /**
+   * @brief Progress `worker` (the bulk lanes') too from now on, except while
+   *        a caller waits on it; once, from any thread, before Stop.
+   */
+  void AddWorker(std::shared_ptr<Worker> worker);
+  /**
    * @brief Start the progress thread: it progresses the worker, keeps
    *        polling `poll_us` after target-side work, and serves `handler`.
    */
@@ -83,7 +88,13 @@ class EventLoop {
   void Run();
   void ServeControl(epoll_event *evs, int max_events, int timeout_ms);
 
+  /// One pass of the lanes' worker (progress thread); true when it did work.
+  bool ProgressLanes(Worker *lanes, bool &busy);
+
   std::shared_ptr<Worker> worker_;
+  std::shared_ptr<Worker> lanes_;             ///< set once by AddWorker, dropped by Close
+  std::atomic<Worker *> lanes_raw_{nullptr};  ///< what the progress thread reads of it
+  bool lanes_watched_ = false;                ///< progress thread: its event fd is in the set
   Handler *handler_ = nullptr;
   std::chrono::microseconds poll_us_{0};
   UniqueFd epoll_fd_;

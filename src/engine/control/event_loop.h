@@ -89,7 +89,8 @@ class EventLoop {
   void ServeControl(epoll_event *evs, int max_events, int timeout_ms);
 
   /// One pass of the lanes' worker (progress thread); true when it did work.
-  bool ProgressLanes(Worker *lanes, bool &busy);
+  /// `free`: no caller waits on it, so this thread progressed and may arm it.
+  bool ProgressLanes(Worker *lanes, bool &free);
 
   std::shared_ptr<Worker> worker_;
   std::shared_ptr<Worker> lanes_;             ///< set once by AddWorker, dropped by Close

@@ -183,28 +183,13 @@ def stalled_peer(tmp_path):
         p.wait()
 
 
-def stop(proc):
-    """SIGSTOP the process and wait until it is stopped (every thread)."""
-    proc.send_signal(signal.SIGSTOP)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        states = []
-        for tid in os.listdir(f"/proc/{proc.pid}/task"):
-            with contextlib.suppress(OSError), open(f"/proc/{proc.pid}/task/{tid}/stat") as f:
-                states.append(f.read().rsplit(")", 1)[1].split()[0])
-        if states and all(st in "tT" for st in states):
-            return
-        time.sleep(0.001)
-    pytest.fail(f"process {proc.pid} did not stop")
-
-
 def _notify_stuck_behind_a_stalled_peer(a, peer, proc, timeout_ms):
     """A's copy thread ends up waiting for the stalled peer: a posted atomic
     the peer cannot answer, a detached copy, and the notify behind it, which
     must first complete that atomic (so it waits until ``timeout_ms``)."""
     r = peer["address"]
     a.connect(r)
-    stop(proc)
+    procutil.stop(proc.pid)
     a.atomic_post(r, peer["words"], "ADD", 1)  # software atomic: needs the stopped peer
     src = np.ones(8 * MiB, np.uint8)
     # Copies enough to still run when the notify is posted: one batch is done
@@ -281,7 +266,7 @@ def test_a_late_table_answer_is_dropped(stalled_peer):
     try:
         a.connect(r)
         for _ in range(3):
-            stop(proc)
+            procutil.stop(proc.pid)
             with pytest.raises(HixlTimeoutError, match="no answer"):
                 a.refresh(r, 200)
             proc.send_signal(signal.SIGCONT)

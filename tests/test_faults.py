@@ -542,7 +542,7 @@ def test_stalled_peer_during_deregistration(tmp_path, tls):
     try:
         line = client.stdout.readline()
         assert line.startswith("READY"), line + client.stdout.read()
-        client.send_signal(signal.SIGSTOP)
+        procutil.stop(client.pid)
         open(info + ".go", "w").close()
         first = target.stdout.readline().split()
         assert first[:3] == ["RESULT", "go", "HixlTimeoutError"], first

@@ -276,6 +276,9 @@ def test_atomics_by_the_target_and_by_the_origin_mix(comm, rank, size, monkeypat
     fetched = np.empty(rounds, np.int64)
     stats = win._core.engine.stats
     before = stats()["target_atomics_asked"], stats()["target_atomics_served"]
+    # Every rank's baseline before any rank's first atomic: rank 0 may still
+    # be leaving the window's creation while the others are asking its engine.
+    barrier(comm)
     win.Lock_all()
     for i in range(rounds):
         win.Fetch_and_op(one, res, 0, 0, hixl_rma.SUM)

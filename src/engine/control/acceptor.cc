@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -95,6 +97,9 @@ void Acceptor::Invalidate(uint64_t region_id, const std::shared_ptr<AckWait> &wa
     Accepted &a = *kv.second;
     if (a.authed() && Queue(a, frame)) wait->pending.insert(a.id);
   }
+  HIXL_LOG(LogLevel::kDebug, "withdrawing region " + std::to_string(region_id) + ": " +
+                                 std::to_string(wait->pending.size()) + " of " + std::to_string(accepted_.size()) +
+                                 " connection(s) asked to acknowledge");
   wait->sent = true;
   ack_waits_[wait->req_id] = wait;
   ack_cv_.notify_all();  // a second Withdraw of the handle waits for these acks now
@@ -231,7 +236,9 @@ void Acceptor::CloseAccepted(uint64_t id) {
 
 void Acceptor::ServeAccepted(Accepted &a) {
   // A client's frames are tiny: no more than one is buffered.
+  errno = 0;
   bool alive = a.reader.Fill(a.fd.get(), sizeof(FrameHeader) + kMaxHelloPayload);
+  const char *why = alive ? nullptr : errno != 0 ? std::strerror(errno) : "closed by the client";
   FrameHeader h;
   std::string payload;
   for (;;) {
@@ -239,10 +246,13 @@ void Acceptor::ServeAccepted(Accepted &a) {
     if (r == FrameReader::NEED_MORE) break;
     if (r == FrameReader::BAD || !HandleAcceptedFrame(a, h, payload)) {
       alive = false;
+      why = r == FrameReader::BAD ? "a malformed frame" : "a frame out of turn";
       break;
     }
   }
-  if (!alive) CloseAccepted(a.id);
+  if (alive) return;
+  if (a.authed()) HIXL_LOG(LogLevel::kDebug, "connection of engine '" + a.client_id + "' closed: " + why);
+  CloseAccepted(a.id);
 }
 
 bool Acceptor::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std::string &payload) {
@@ -310,6 +320,7 @@ bool Acceptor::HandleAcceptedFrame(Accepted &a, const FrameHeader &h, const std:
     case Msg::INVALIDATE_ACK: {
       auto it = ack_waits_.find(h.req_id);
       if (it != ack_waits_.end()) {
+        HIXL_LOG(LogLevel::kDebug, "engine '" + a.client_id + "' acknowledged withdrawal " + std::to_string(h.req_id));
         it->second->pending.erase(a.id);
         ack_cv_.notify_all();
       }

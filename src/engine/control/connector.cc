@@ -2,6 +2,8 @@
 #include "control/connector.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 #include <unordered_set>
 #include <utility>
@@ -495,7 +497,11 @@ void Connector::ClosePeerFd(Peer &peer) {
 
 void Connector::ServePeer(const PeerPtr &peer) {
   if (!peer->fd.valid()) return;
+  errno = 0;
   bool alive = peer->reader.Fill(peer->fd.get(), sizeof(FrameHeader) + kMaxPayload);
+  if (!alive)
+    HIXL_LOG(LogLevel::kDebug, "control connection to " + peer->name + ": " +
+                                   (errno != 0 ? std::strerror(errno) : "closed by the server"));
   FrameHeader h;
   std::string payload;
   for (;;) {

@@ -67,6 +67,7 @@ class _Session:
         self.nodeid = None
         self.failed = {}    # rank -> its first error, in the running test
         self.sends = []     # our abort messages of the running test (requests, buffers)
+        self.exchanging = False  # in the verdict exchange, which every rank reaches anyway
 
     # ------------------------------------------------------- abort messages
 
@@ -92,7 +93,9 @@ class _Session:
         """Called by hixl_rma's wait loops about every 0.1 s: raise when
         another rank failed the running test."""
         __tracebackhide__ = True  # the user's frame is the one to show
-        if self.nodeid is None:
+        # A rank that failed tells the others, then joins the exchange: one
+        # ended by that message there would give a verdict of its own.
+        if self.nodeid is None or self.exchanging:
             return
         self.hear()
         others = {r: e for r, e in self.failed.items() if r != self.rank}
@@ -108,12 +111,15 @@ class _Session:
         from hixl_rma import runtime as _rt
         mine = _pack(outcome)
         every = np.zeros((self.size, _RECORD), np.uint8)
+        self.exchanging = True
         try:
             _rt.collective(self.comm, lambda: self.comm.Iallgather(mine, every), "the verdict exchange",
                            deadline_ms, keep=(mine, every),
                            message=lambda: f"the ranks' verdicts did not meet within {deadline_ms} ms")
         except Exception as exc:  # a rank hung past the deadline: say so; the run cannot stay in step
             return {self.rank: f"{type(exc).__name__}: {exc}"}, False
+        finally:
+            self.exchanging = False
         failed, stopped, skipped = {}, {}, False
         for r, rec in enumerate(every):
             text = _text(rec)

@@ -19,6 +19,8 @@ from support import procutil
 pytestmark = pytest.mark.timeout(180)
 
 USER_TESTS = textwrap.dedent(r'''
+    import time
+
     import numpy as np
     import pytest
     import hixl_rma
@@ -75,6 +77,15 @@ USER_TESTS = textwrap.dedent(r'''
             win.Fence()  # the others never call it: ends at the 1 s deadline
 
 
+    def test_f2_fails_while_another_rank_is_late(comm):
+        # Rank 1 waits for rank 2 in the verdict exchange when rank 0's
+        # failure reaches it: it must still give the verdict every rank gives.
+        if comm.rank == 0:
+            raise AssertionError("rank 0 fails at once")
+        if comm.rank == 2:
+            time.sleep(0.5)
+
+
     def test_g_windows_left_by_failures_are_gone():
         assert len(hixl_rma.runtime.runtime().windows) == 0
 ''')
@@ -125,7 +136,7 @@ def test_user_suite_under_the_plugin(user_tests, n):
     failed = ranks[0]
     assert set(failed) == {"test_a_fails_on_rank_1_only", "test_b_fails_before_fence",
                            "test_b2_fails_before_its_window", "test_d_expect_unchanged",
-                           "test_e_deferred_checks", "test_f_deadline"}, out
+                           "test_e_deferred_checks", "test_f_deadline", "test_f2_fails_while_another_rank_is_late"}, out
     assert failed["test_a_fails_on_rank_1_only"].startswith("failed on rank(s) 1: rank 1: AssertionError: rank 1 "
                                                             "disagrees"), out
     assert failed["test_b_fails_before_fence"].startswith("failed on rank(s) 1: rank 1: BoundsError: Put to rank 0 "
@@ -139,7 +150,9 @@ def test_user_suite_under_the_plugin(user_tests, n):
     # Nothing else failed (the test after each failure passed), and no rank waited for a timeout
     # but the deadline test's 1 s.
     assert failed["test_b2_fails_before_its_window"].startswith("failed on rank(s) 1: rank 1: ParamError: made up"), out
-    assert out.count("6 failed, 2 passed") == n, out
+    assert failed["test_f2_fails_while_another_rank_is_late"].startswith("failed on rank(s) 0: rank 0: AssertionError: "
+                                                                        "rank 0 fails at once"), out
+    assert out.count("7 failed, 2 passed") == n, out
     # MPICH finds no request or communicator left behind at its Finalize.
     assert "pending" not in out.lower() and "leak" not in out.lower(), out
     assert elapsed < 60, out

@@ -44,23 +44,7 @@ PRELUDE = textwrap.dedent(r'''
             assert time.monotonic() < end, f"no {path}"
             time.sleep(0.02)
         return open(path, "rb").read()
-
-    def stop(pid):
-        """SIGSTOP `pid` and wait until every thread of it is stopped (the signal is asynchronous)."""
-        os.kill(pid, signal.SIGSTOP)
-        end = time.monotonic() + 10
-        while time.monotonic() < end:
-            states = []
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                try:
-                    states.append(open(f"/proc/{pid}/task/{tid}/stat").read().rsplit(")", 1)[1].split()[0])
-                except OSError:
-                    pass
-            if states and all(st in "tT" for st in states):
-                return
-            time.sleep(0.005)
-        raise AssertionError(f"process {pid} did not stop")
-''')
+''') + procutil.STOP
 
 ONE_SLOW_AGENT = PRELUDE + textwrap.dedent(r'''
     d, c_pid, timeout_s = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])

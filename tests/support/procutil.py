@@ -1,5 +1,4 @@
 """Helpers of the tests that start processes (mpiexec jobs, interpreters)."""
-import contextlib
 import importlib.util
 import os
 import pathlib
@@ -8,7 +7,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
@@ -42,22 +40,27 @@ def finish(proc, done_path, timeout=30):
         proc.communicate()
 
 
-def stop(pid, timeout=10):
-    """SIGSTOP process ``pid`` and wait until every thread of it is stopped.
-    The signal is asynchronous: until the thread that takes it runs (later
-    on a busy machine), the process's other threads go on, and one of them
-    may still answer what the test sends next."""
-    os.kill(pid, signal.SIGSTOP)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        states = []
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/stat") as f:
-                states.append(f.read().rsplit(")", 1)[1].split()[0])
-        if states and all(st in "tT" for st in states):
-            return
-        time.sleep(0.001)
-    pytest.fail(f"process {pid} did not stop within {timeout} s")
+#: For tests and the scripts they start: ``stop(pid)`` SIGSTOPs a process
+#: and waits until every thread of it is stopped. The signal is
+#: asynchronous: until the thread that takes it runs (later on a busy
+#: machine), the process's other threads go on, and one of them may still
+#: answer what the test sends next.
+STOP = textwrap.dedent('''
+    def stop(pid, timeout=10):
+        import contextlib, os, signal, time
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = []
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            if states and all(st in "tT" for st in states):
+                return
+            time.sleep(0.001)
+        raise AssertionError(f"process {pid} did not stop within {timeout} s")
+''')
+exec(STOP)  # this module's stop(): the text the scripts get, run here
 
 
 def script(path):

@@ -1,7 +1,15 @@
 """Fixtures shared by the single-process tests."""
+import os
+
 import pytest
 
 from hixl_rma.buffers import device
+
+# Under pytest-xdist each worker makes its simulated hosts under names of
+# its own (tests/support/simhosts.py reads the prefix when imported, and the
+# processes the tests start inherit it): two workers' hosts never meet.
+if os.environ.get("PYTEST_XDIST_WORKER") and "HIXL_SIMHOSTS_PREFIX" not in os.environ:
+    os.environ["HIXL_SIMHOSTS_PREFIX"] = f"hixl-sim-{os.environ['PYTEST_XDIST_WORKER']}"
 
 
 class _FakeDriver:

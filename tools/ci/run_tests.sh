@@ -45,7 +45,12 @@ step lint ruff check .
 step import-contracts lint-imports
 # The documentation site, warnings as errors (docs/contributing.md).
 step docs python -m sphinx -W --keep-going -q -b html docs "$logs/docs-html"
-STEP_LIMIT=$((2 * LIMIT)) step single "$PYTEST" -q -p no:cacheprovider tests --ignore=tests/mpi
+# The single-process tests on two pytest-xdist workers (PYTEST_WORKERS): one
+# alone keeps a 2-core machine about 60 % busy, as many tests wait on a
+# timeout or on ranks they started; each worker makes its simulated hosts
+# under names of its own (tests/conftest.py).
+STEP_LIMIT=$((2 * LIMIT)) step single "$PYTEST" -q -p no:cacheprovider -n "${PYTEST_WORKERS:-2}" --dist worksteal \
+  tests --ignore=tests/mpi
 step mpi-2 "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi
 step mpi-3 "$MPIEXEC" -n 3 "$PYTEST" -q -p no:cacheprovider --with-mpi tests/mpi
 step mpi-2-tcp env UCX_TLS=tcp "$MPIEXEC" -n 2 "$PYTEST" -q -p no:cacheprovider --with-mpi -m core tests/mpi

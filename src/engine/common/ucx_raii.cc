@@ -1,7 +1,10 @@
 #include "common/ucx_raii.h"
 
 #include <cstring>
+#include <string>
 #include <utility>
+
+#include "common/log.h"
 
 namespace hixl {
 namespace engine {
@@ -139,7 +142,9 @@ Endpoint::~Endpoint() {
   p.flags = force_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
   auto deadline = has_deadline_ ? deadline_ : std::chrono::steady_clock::now() + kDefaultClose;
   // Past the deadline the close goes on inside UCX, and ends with the worker at the latest.
-  worker_->Wait(ucp_ep_close_nbx(h_, &p), deadline, [] { return UCS_OK; });
+  ucs_status_t st = worker_->Wait(ucp_ep_close_nbx(h_, &p), deadline, [] { return UCS_OK; });
+  HIXL_LOG(LogLevel::kDebug, std::string("endpoint closed") + (force_ ? " (forced: peer dead)" : "") + ": " +
+                                 ucs_status_string(st));
 }
 
 RemoteKey::RemoteKey(std::shared_ptr<Endpoint> ep, const std::string &packed) : ep_(std::move(ep)) {

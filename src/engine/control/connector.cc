@@ -316,8 +316,13 @@ void Connector::TeardownPeer(const PeerPtr &peer, Deadline deadline) {
   }
   if (!peer->dead && ep) {
     copier_.RunFor(peer, deadline);  // its detached jobs end first (this thread does what is left)
-    ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
+    ucs_status_t fs = ep->worker()->Wait(FlushEp(ep->get()), deadline, [&] { return peer->Abort(); });
+    HIXL_LOG(LogLevel::kDebug, "disconnecting from " + peer->name + (peer->is_lane ? " (bulk lane)" : "") +
+                                   ": endpoint flushed: " + ucs_status_string(fs));
     std::lock_guard<std::mutex> sl(peer->send_mu);
+    // Before the BYE: the server may close the socket as soon as it reads
+    // it, which is then no death of the peer.
+    peer->closing = true;
     if (peer->fd.valid()) SendAll(peer->fd.get(), Frame(Msg::BYE, 0, ""), deadline);
   }
   {
@@ -513,7 +518,11 @@ void Connector::ServePeer(const PeerPtr &peer) {
     }
     HandlePeerFrame(peer, h, payload);
   }
-  if (!alive && !peer->closing) MarkDead(peer, "control connection to " + peer->name + " was lost (peer died?)");
+  if (alive) return;
+  if (peer->closing)
+    ClosePeerFd(*peer);  // the server's answer to our BYE: the loop is not to wake on it again
+  else
+    MarkDead(peer, "control connection to " + peer->name + " was lost (peer died?)");
 }
 
 void Connector::HandlePeerFrame(const PeerPtr &peer, const FrameHeader &h, const std::string &payload) {

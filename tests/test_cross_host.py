@@ -138,6 +138,50 @@ def test_bulk_lane_across_hosts(hosts, tmp_path):
     assert [r[3] for r in rows] == ["True"] * 3, rows
 
 
+TEARDOWN = textwrap.dedent(r'''
+    import numpy as np
+    from mpi4py import MPI
+    import hixl_rma
+    comm = MPI.COMM_WORLD
+    hixl_rma.Init()
+    mem = np.zeros(4 << 20, np.uint8)
+    wins = [hixl_rma.Win.Create(mem[:1 << 20], 1, {"priority": "high"}, comm),
+            hixl_rma.Win.Create(mem[1 << 20:], 1, {"priority": "bulk"}, comm)]
+    for win in wins:
+        win.Lock_all()
+        for r in range(comm.size):
+            if r != comm.rank:
+                win.Put(np.full(1 << 16, comm.rank + 1, np.uint8), r, comm.rank << 16)
+        win.Unlock_all()
+    comm.Barrier()
+    assert all(np.all(mem[r << 16:(r + 1) << 16] == r + 1) for r in range(comm.size) if r != comm.rank)
+    for win in wins:
+        win.Free()
+    hixl_rma.Finalize()
+    print("DONE", flush=True)
+''')
+
+
+def test_finalize_closes_every_connection_before_an_engine_stops(hosts, tmp_path):
+    """Finalize across hosts: each rank closes its connections (endpoint
+    flushed, the peer told) and waits for every rank to have done so before
+    its engine stops. Were a rank's engine to go first, a peer's flush to it
+    would fail over tcp (`Connection reset by remote peer`, which UCX prints
+    as an error) though every operation had completed."""
+    script = tmp_path / "teardown.py"
+    script.write_text(TEARDOWN)
+    for run in range(2):
+        out = _check(hosts.mpiexec([sys.executable, str(script)], 3, "1,1,1", timeout=120,
+                                   env=_env(HIXL_RMA_LOG_LEVEL="debug")), f"teardown, run {run}")
+        assert out.count("DONE") == 3, out  # the ranks share stdout: lines may interleave
+        flushed = re.findall(r"disconnecting from \S+( \(bulk lane\))?: endpoint flushed: (.*)", out)
+        # Every rank from itself, from both others and from each one's bulk lane.
+        assert len(flushed) == 15 and all(status == "Success" for _, status in flushed), out
+        assert sum(1 for lane, _ in flushed if lane) == 6, out
+        assert "UCX  ERROR" not in out and "error during flush" not in out, out
+        assert "declared dead" not in out and "WARNING" not in out, out
+
+
 UNREACHABLE = textwrap.dedent(r'''
     import os, sys
     import numpy as np

@@ -351,6 +351,32 @@ class _Runtime:
         if all(not r for r in sends) and not any(g.key == _comm_key(self.ctl) for g in _given_up.pending):
             self.ctl.Free()
 
+    def close_connections(self, what):
+        """After Finalize's barrier, before the engine stops: close this
+        rank's connections (each endpoint flushed, the peer told), then wait
+        until every rank has. Otherwise a rank's engine may go while a peer
+        still flushes its endpoint to it: over tcp that flush fails and UCX
+        prints an error, though every operation had completed. A rank lost
+        in this wait costs nothing of the program's: it is logged, not
+        raised. All of it within one timeout; a peer's flush within what the
+        engine's own teardown allows it (_CLOSE_MS)."""
+        deadline = time.monotonic() + self.timeout_ms / 1000
+
+        def left_ms(cap=None):
+            ms = max(1, int((deadline - time.monotonic()) * 1000))
+            return ms if cap is None else min(ms, cap)
+        for w in sorted(self.connected):
+            try:
+                self.engine.disconnect(self.addresses[w], left_ms(_CLOSE_MS))
+            except HixlError as exc:  # the engine closes what is left when it stops
+                _log.debug("rank %d: %s: disconnecting from rank %d: %s", self.rank, what, w, exc)
+        self.connected.clear()
+        try:
+            collective(self.ctl, self.ctl.Ibarrier, what, left_ms(), range(self.size), finalizing_ok=True)
+        except HixlError as exc:
+            _log.warning("rank %d: %s: %s (this rank's operations had completed; its engine stops now)",
+                         self.rank, what, exc)
+
     def finalize(self):
         self.engine.finalize()
 
@@ -360,6 +386,7 @@ class _Runtime:
 _NOTIFY_KINDS = ("post", "complete", "n")
 _RECORD_BYTES = 1024  # a host name and its addresses as "ip:port,..." fit
 _TRY_MS = 3000        # connect timeout of an advertised address but the last
+_CLOSE_MS = 2000      # Finalize's flush of one connection (the engine's teardown allows as much)
 
 
 def _record(text):
@@ -569,6 +596,8 @@ def _shutdown(collective):
                 st.finalize_barrier("Finalize")
         except HixlError as exc:
             error = exc
+        if error is None and collective and not st.MPI.Is_finalized() and st.size > 1:
+            st.close_connections("Finalize (connections closed)")
         # The engine first: its peers hear that it finalized (not that its
         # regions went away one by one), then the windows go here without a
         # word to anyone.

@@ -22,6 +22,10 @@ Run as anything but one of its commands, the script is the ssh stand-in
 possible), with MPICH's hydra (``-launcher ssh -launcher-exec``) or Open
 MPI's (``--mca plm_rsh_agent``), whichever ``mpiexec`` on PATH is.
 
+``HIXL_SIMHOSTS_SYSCTL=key=value[,key=value...]`` sets those kernel settings in
+every namespace ``up`` makes (the per-namespace network ones, such as
+``net.ipv4.tcp_rto_max_ms=1000``).
+
 From Python: ``with simhosts.hosts(2) as h: h.mpiexec([...], n=3)``; the
 hosts go down whatever happens (and ``down`` removes what a killed run
 left).
@@ -107,6 +111,8 @@ def up(n):
         _ip(ns, "addr", "add", f"{ip}/24", "dev", "eth0")
         _ip(ns, "link", "set", "eth0", "up")
         _ip(ns, "link", "set", "lo", "up")
+        for setting in filter(None, os.environ.get("HIXL_SIMHOSTS_SYSCTL", "").split(",")):
+            _run("ip", "netns", "exec", ns, "sysctl", "-q", "-w", setting.strip())
         if ns != head:
             hosts.append({"name": f"h{i}", "ip": ip, "ns": ns})
     for h in hosts:

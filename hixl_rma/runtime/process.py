@@ -362,12 +362,11 @@ class _Runtime:
         engine's own teardown allows it (_CLOSE_MS)."""
         deadline = time.monotonic() + self.timeout_ms / 1000
 
-        def left_ms(cap=None):
-            ms = max(1, int((deadline - time.monotonic()) * 1000))
-            return ms if cap is None else min(ms, cap)
+        def left_ms():
+            return max(1, int((deadline - time.monotonic()) * 1000))
         for w in sorted(self.connected):
             try:
-                self.engine.disconnect(self.addresses[w], left_ms(_CLOSE_MS))
+                self.engine.disconnect(self.addresses[w], min(_CLOSE_MS, left_ms()))
             except HixlError as exc:  # the engine closes what is left when it stops
                 _log.debug("rank %d: %s: disconnecting from rank %d: %s", self.rank, what, w, exc)
         self.connected.clear()
@@ -594,10 +593,10 @@ def _shutdown(collective):
         try:
             if collective and not st.MPI.Is_finalized():
                 st.finalize_barrier("Finalize")
+                if st.size > 1:
+                    st.close_connections("Finalize (connections closed)")
         except HixlError as exc:
             error = exc
-        if error is None and collective and not st.MPI.Is_finalized() and st.size > 1:
-            st.close_connections("Finalize (connections closed)")
         # The engine first: its peers hear that it finalized (not that its
         # regions went away one by one), then the windows go here without a
         # word to anyone.
